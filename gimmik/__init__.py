@@ -1,0 +1,4 @@
+"""gimmik: generator of bespoke matrix multiplication kernels C = αA·B + βC
+for a small constant operator matrix A and wide panels B and C."""
+
+__version__ = '0.1.0'

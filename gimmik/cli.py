@@ -1,0 +1,39 @@
+"""The `gimmik` command.  Each sub-command lives in the module that does the
+work; that module provides `add_arguments(parser)` and `run(args)`."""
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS = {
+    'isa': ('gimmik.isa', 'ISA report of every candidate for AMD GPUs'),
+    'tune': ('gimmik.tune', 'autotune one operator against the vendor BLAS'),
+    'sweep': ('gimmik.sweep', 'autotune a whole operator suite'),
+    'report': ('gimmik.report', 'summarise a sweep as Markdown and plots'),
+}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog='gimmik', description=__doc__)
+    sub = ap.add_subparsers(dest='command', required=True)
+    for name, (modname, helptext) in SUBCOMMANDS.items():
+        try:
+            mod = importlib.import_module(modname)
+        except ModuleNotFoundError as e:
+            if e.name != modname:
+                raise
+            continue
+        p = sub.add_parser(name, help=helptext, description=helptext)
+        mod.add_arguments(p)
+        p.set_defaults(func=mod.run)
+
+    args = ap.parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except (ValueError, TypeError, RuntimeError, OSError) as e:
+        print(f'gimmik {args.command}: error: {e}', file=sys.stderr)
+        return 2
+
+
+if __name__ == '__main__':
+    sys.exit(main())
