@@ -1,0 +1,147 @@
+"""What every platform's MatMul generator shares: argument checks, the
+candidate table walk with send() feedback, template rendering and the launch
+geometry."""
+
+from dataclasses import dataclass, field
+import math
+import os
+import re
+
+from mako.lookup import TemplateLookup
+import numpy as np
+
+from gimmik.analysis import analyse
+from gimmik.validate import (c_literal, check_dtype, check_kname,
+                             check_matrix, check_scalar, check_sizes)
+
+_KERNEL_DIR = os.path.join(os.path.dirname(__file__), 'kernels')
+
+# A family whose best measured runtime is this many times slower than the
+# best seen so far gets no further candidates.
+PRUNE_FACTOR = 1.5
+
+MAX_THREADS = 1024
+MAX_SHARED = 64*1024
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One row of a platform's candidate table, bound to a concrete A."""
+    family: str            # template name, e.g. 'bstream-msplit'
+    params: dict = field(default_factory=dict)
+    opts: dict = field(default_factory=dict, compare=False)  # arch etc.
+
+    @property
+    def variant(self):
+        parts = [self.family]
+        for k, v in sorted(self.params.items()):
+            if v is True:
+                parts.append(k)
+            elif v is not False and v is not None:
+                parts.append(f'{k}{v}')
+        return '/'.join(parts)
+
+
+class MatMul:
+    """Base of the per-platform generators (HIPMatMul, CUDAMatMul, CMatMul)."""
+
+    platform = None
+
+    def __init__(self, A, beta=0.0, aligne=None, n=None, ldb=None, ldc=None):
+        self.A = check_matrix(A)
+        self.beta = check_scalar(beta, 'beta')
+        self.n, self.ldb, self.ldc, self.aligne = check_sizes(n, ldb, ldc,
+                                                              aligne)
+        self.info = analyse(self.A)
+        self._lookup = TemplateLookup(
+            directories=[os.path.join(_KERNEL_DIR, self.platform)],
+            strict_undefined=True)
+
+    # -- to be provided by each platform ---------------------------------
+    def _candidates(self, dtype, **opts):
+        """Return the list of Candidate objects to offer, best guess first."""
+        raise NotImplementedError
+
+    def _context(self, cand, dtype):
+        """Return (template context, block, shared bytes) for a candidate."""
+        raise NotImplementedError
+
+    def _check_opts(self, **opts):
+        return opts
+
+    # -- shared ----------------------------------------------------------
+    @property
+    def baked_n(self):
+        return self.n is not None
+
+    @property
+    def args(self):
+        return ('b', 'c') if self.baked_n else ('n', 'b', 'ldb', 'c', 'ldc')
+
+    def kernels(self, dtype, kname='gimmik_mm', **opts):
+        """Generate (src, meta) candidates; send() feedback to prune."""
+        dtype = check_dtype(dtype)
+        kname = check_kname(kname)
+        opts = self._check_opts(**opts)
+        cands = self._candidates(dtype, **opts)
+        return self._walk(cands, dtype, kname)
+
+    def _walk(self, cands, dtype, kname):
+        best = math.inf
+        family_best = {}
+        for cand in cands:
+            fb = family_best.get(cand.family, math.inf)
+            if fb > PRUNE_FACTOR*best and fb != math.inf:
+                continue
+
+            src, meta = self.render(cand, dtype, kname)
+            feedback = yield src, meta
+
+            if feedback and feedback.get('runtime') is not None:
+                t = float(feedback['runtime'])
+                best = min(best, t)
+                family_best[cand.family] = min(fb, t)
+
+    def render(self, cand, dtype, kname='gimmik_mm'):
+        """Render one candidate; returns (src, meta)."""
+        ctx, block, shared, width = self._context(cand, dtype)
+        if block[0]*block[1]*block[2] > MAX_THREADS or shared > MAX_SHARED:
+            raise AssertionError(f'{cand.variant} exceeds the launch limits')
+
+        tpl = self._lookup.get_template(f'{cand.family}.mako')
+        src = tpl.render(kname=kname, dtype=self._ctype(dtype),
+                         itemsize=np.dtype(dtype).itemsize, block=block,
+                         nthreads=block[0]*block[1]*block[2], width=width,
+                         n=self.n, ldb=self.ldb, ldc=self.ldc,
+                         beta=self.beta, betalit=self.lit(self.beta, dtype),
+                         m=self.info.m, k=self.info.k, tplname=cand.family,
+                         **ctx)
+        src = re.sub(r'\n{3,}', '\n\n', src).strip() + '\n'
+        meta = {'tplname': cand.family, 'variant': cand.variant,
+                'params': dict(cand.params), 'dtype': np.dtype(dtype).name,
+                'block': block, 'width': width, 'shared': shared,
+                'args': self.args, 'kname': kname, 'm': self.info.m,
+                'k': self.info.k, 'n': self.n, 'ldb': self.ldb,
+                'ldc': self.ldc, 'aligne': self.aligne}
+        if self.baked_n:
+            meta['grid'] = self.launch_config(meta, self.n)[0]
+        return src, meta
+
+    @staticmethod
+    def launch_config(meta, n):
+        """(grid, block) for a candidate's meta and n columns."""
+        block = tuple(meta['block'])
+        cols = block[0]*meta['width']
+        return (max(1, -(-int(n) // cols)), 1, 1), block
+
+    @staticmethod
+    def _ctype(dtype):
+        return 'float' if dtype == np.float32 else 'double'
+
+    @staticmethod
+    def lit(x, dtype):
+        return c_literal(x, dtype)
+
+    def width2_ok(self):
+        """Two columns per thread need even row strides (aligne even)."""
+        return self.aligne is not None and self.aligne % 2 == 0

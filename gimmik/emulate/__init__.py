@@ -1,0 +1,164 @@
+"""Run generated HIP source, unchanged, on the CPU.
+
+The source is compiled by the host C++ compiler against a small shim of HIP
+(hip_shim.h), and every block's threads run as cooperating fibers, so that
+__syncthreads() and the wavefront-wide MFMA builtin are honoured; a barrier
+or MFMA reached by only part of a block or wavefront is reported as an error.
+Compiled kernels are cached on disk by a hash of everything that went in.
+"""
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import tempfile
+
+import numpy as np
+
+from gimmik.validate import check_kname
+
+_SHIM = os.path.join(os.path.dirname(__file__), 'hip_shim.h')
+_CXXFLAGS = ['-O1', '-std=c++17', '-shared', '-fPIC', '-w',
+             '-Wl,-Bsymbolic', '-fno-strict-aliasing']
+_ASAN_FLAGS = ['-fsanitize=address', '-fno-omit-frame-pointer']
+
+_loaded = {}
+
+
+class EmulatorError(RuntimeError):
+    """A kernel misbehaved in the executor (divergent barrier or MFMA)."""
+
+
+def cache_dir():
+    base = os.environ.get('GIMMIK_CACHE_DIR') or os.path.join(
+        os.environ.get('XDG_CACHE_HOME') or os.path.expanduser('~/.cache'),
+        'gimmik')
+    path = os.path.join(base, 'emulate')
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def asan_enabled():
+    return os.environ.get('GIMMIK_EMU_ASAN', '') not in ('', '0')
+
+
+_ARG_CTYPES = {'n': 'int', 'ldb': 'int', 'ldc': 'int'}
+
+
+def _trampoline(meta, kname):
+    ctype = 'float' if meta['dtype'] == 'float32' else 'double'
+    conv = []
+    for i, a in enumerate(meta['args']):
+        if a in _ARG_CTYPES:
+            conv.append(f'(int)(intptr_t)a[{i}]')
+        elif a == 'b':
+            conv.append(f'(const {ctype}*)a[{i}]')
+        elif a == 'c':
+            conv.append(f'({ctype}*)a[{i}]')
+        else:
+            raise ValueError(f'unknown kernel argument {a!r}')
+    return (f'\nstatic void gimmik_emu_call(void **a)\n'
+            f'{{\n    {kname}({", ".join(conv)});\n}}\n'
+            f'GIMMIK_EMU_ENTRY(gimmik_emu_call)\n')
+
+
+def compile_kernel(src, meta, kname='gimmik_mm'):
+    """Compile a source for the executor; returns the loaded library."""
+    kname = check_kname(kname)
+    with open(_SHIM) as f:
+        shim = f.read()
+    cxx = os.environ.get('CXX', 'g++')
+    flags = _CXXFLAGS + (_ASAN_FLAGS if asan_enabled() else [])
+    unit = src + _trampoline(meta, kname)
+    key = hashlib.sha256('\0'.join([shim, unit, cxx] + flags)
+                         .encode()).hexdigest()[:24]
+    if key in _loaded:
+        return _loaded[key]
+
+    sopath = os.path.join(cache_dir(), f'{key}.so')
+    if not os.path.exists(sopath):
+        with tempfile.TemporaryDirectory() as tmp:
+            cpp = os.path.join(tmp, 'kernel.cpp')
+            with open(cpp, 'w') as f:
+                f.write(f'#include "{_SHIM}"\n#line 1 "kernel.hip"\n{unit}')
+            out = os.path.join(tmp, 'kernel.so')
+            r = subprocess.run([cxx, *flags, cpp, '-o', out],
+                               capture_output=True, text=True)
+            if r.returncode:
+                raise RuntimeError(f'the host compiler rejected the kernel:\n'
+                                   f'{r.stderr[-4000:]}')
+            os.replace(out, sopath)   # atomic: concurrent runs are safe
+
+    lib = ctypes.CDLL(sopath)
+    lib.gimmik_emu_entry.restype = ctypes.c_int
+    lib.gimmik_emu_entry.argtypes = [
+        ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
+        ctypes.POINTER(ctypes.c_int), ctypes.c_char_p, ctypes.c_int]
+    _loaded[key] = lib
+    return lib
+
+
+def _check_panel(x, name, dtype, rows, writeable=False):
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f'{name} must be a NumPy array, not '
+                        f'{type(x).__name__}')
+    if x.dtype != dtype:
+        raise TypeError(f'{name} has dtype {x.dtype}, the kernel is {dtype}')
+    if x.ndim != 2:
+        raise ValueError(f'{name} must be 2-D, not {x.ndim}-D')
+    if x.shape[0] != rows:
+        raise ValueError(f'{name} has {x.shape[0]} rows, the kernel needs '
+                         f'{rows}')
+    isz = x.itemsize
+    if x.shape[1] > 1 and x.strides[1] != isz:
+        raise ValueError(f'{name} must have unit stride along columns')
+    if x.strides[0] % isz or x.strides[0] < 0:
+        raise ValueError(f'{name} has a row stride that is not a positive '
+                         f'multiple of its item size')
+    if writeable and not x.flags.writeable:
+        raise ValueError(f'{name} is read-only')
+    ld = x.strides[0] // isz if x.shape[0] > 1 else x.shape[1]
+    return ld
+
+
+def run_hip(src, meta, b, c, *, kname='gimmik_mm'):
+    """Run a generated HIP kernel on the CPU, updating c in place.
+
+    b (k x n) and c (m x n) are 2-D arrays of the kernel's dtype with unit
+    column stride; their row strides are ldb and ldc and n = c.shape[1].
+    """
+    dtype = np.dtype(meta['dtype'])
+    n = c.shape[1] if isinstance(c, np.ndarray) and c.ndim == 2 else None
+    ldb = _check_panel(b, 'b', dtype, meta['k'])
+    ldc = _check_panel(c, 'c', dtype, meta['m'], writeable=True)
+    if b.shape[1] != n:
+        raise ValueError(f'b has {b.shape[1]} columns and c {n}')
+    if ldb < n or ldc < n:
+        raise ValueError('row strides of b and c must be at least n')
+    if meta.get('n') is not None:
+        for name, want, got in (('n', meta['n'], n), ('ldb', meta['ldb'], ldb),
+                                ('ldc', meta['ldc'], ldc)):
+            if want != got:
+                raise ValueError(f'{name} is {got} but the kernel was baked '
+                                 f'with {name} = {want}')
+
+    al = meta.get('aligne')
+    if al:
+        for name, x, ld in (('b', b, ldb), ('c', c, ldc)):
+            if ld % al or x.ctypes.data % (al*x.itemsize):
+                raise ValueError(f'{name} rows are not aligned to {al} '
+                                 f'elements as the kernel assumes')
+
+    lib = compile_kernel(src, meta, kname)
+    vals = {'n': n, 'ldb': ldb, 'ldc': ldc, 'b': b.ctypes.data,
+            'c': c.ctypes.data}
+    args = (ctypes.c_void_p*len(meta['args']))(
+        *[vals[a] for a in meta['args']])
+
+    from gimmik.base import MatMul
+    grid, block = MatMul.launch_config(meta, n)
+    grid = (ctypes.c_int*3)(*grid)
+    block = (ctypes.c_int*3)(*block)
+    msg = ctypes.create_string_buffer(512)
+    if lib.gimmik_emu_entry(args, grid, block, msg, len(msg)):
+        raise EmulatorError(msg.value.decode())

@@ -1,0 +1,14 @@
+<%inherit file="base.mako"/>
+## cstream: one thread per column (two with width 2); each row of C is
+## computed in turn, loading each row of B the first time a row needs it.
+<%def name="columns(w)">\
+% for row in plan:
+% for j in row.loads:
+        const ${self.vt(w)} b${j} = ${self.ldb(j, 'col', w)};
+% endfor
+${self.finish(row.i, 'col', w, ' + '.join(f'{lit(v)}*b{j}' for j, v in row.terms) or None)}\
+% endfor
+</%def>
+${self.prologue()}\
+${self.per_column()}\
+}

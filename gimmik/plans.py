@@ -1,0 +1,126 @@
+"""Per-family plans: which terms of A each thread evaluates, in which order,
+and where B is staged.  Plain Python over a float64 A; the templates of every
+platform only walk these lists.
+
+Values are kept as floats here; platforms turn them into literals.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gimmik.analysis import chunks, ksplit_ranges, split_even
+
+
+@dataclass
+class RowPlan:
+    """cstream: row i of C from the B rows in `terms`; `loads` are the B rows
+    that row i is the first to need."""
+    i: int
+    terms: list        # [(j, value)]
+    loads: list        # [j]
+
+
+def cstream_plan(A):
+    seen, plan = set(), []
+    for i in range(A.shape[0]):
+        cols = np.flatnonzero(A[i])
+        terms = [(int(j), A[i, j]) for j in cols]
+        loads = [int(j) for j in cols if j not in seen]
+        seen.update(loads)
+        plan.append(RowPlan(i, terms, loads))
+    return plan
+
+
+@dataclass
+class ColPlan:
+    """bstream: B row j updates the accumulators of rows `terms`; `first`
+    marks the first update of an accumulator (an assignment)."""
+    j: int
+    terms: list        # [(i, value, first)]
+
+
+def bstream_plan(A):
+    started, plan = set(), []
+    for j in np.flatnonzero((A != 0).any(axis=0)):
+        terms = []
+        for i in np.flatnonzero(A[:, j]):
+            terms.append((int(i), A[i, j], int(i) not in started))
+            started.add(int(i))
+        plan.append(ColPlan(int(j), terms))
+    return plan
+
+
+def balanced_row_groups(A, parts):
+    """Split the rows of A into `parts` contiguous groups of similar nnz
+    (each group's cost is its loads of B plus its FMAs)."""
+    m = A.shape[0]
+    if parts >= m:
+        return [(i, i + 1) if i < m else (m, m) for i in range(parts)]
+    cost = (A != 0).sum(axis=1) + 1
+    cum = np.concatenate([[0], np.cumsum(cost)])
+    bounds = [0]
+    for p in range(1, parts):
+        b = int(np.searchsorted(cum, cum[-1]*p/parts))
+        bounds.append(min(max(b, bounds[-1] + 1), m - (parts - p)))
+    bounds.append(m)
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+@dataclass
+class MsplitPlan:
+    """bstream-msplit: wavefront y owns rows groups[y]; B's used rows are
+    staged through LDS in `chunks` (lists of B row indices); for chunk q and
+    wavefront y, updates[q][y] lists (acc, value, chunk_row, first)."""
+    groups: list       # [(start, stop)] per wavefront
+    chunks: list       # [[j, ...]] per chunk
+    updates: list      # [q][y] -> [(a, value, r, first)]
+    nacc: int          # accumulators per thread (largest group)
+    loads: list        # [q][y] -> [chunk_row r] this wavefront stages
+
+
+def msplit_plan(A, msplit, bsz):
+    groups = balanced_row_groups(A, msplit)
+    bix = np.flatnonzero((A != 0).any(axis=0))
+    chs = chunks([int(j) for j in bix], bsz)
+    started = set()
+    updates, loads = [], []
+    for ch in chs:
+        per_y, load_y = [], []
+        for y, (r0, r1) in enumerate(groups):
+            ups = []
+            for r, j in enumerate(ch):
+                for i in range(r0, r1):
+                    if A[i, j] != 0:
+                        ups.append((i - r0, A[i, j], r, i not in started))
+                        started.add(i)
+            per_y.append(ups)
+            load_y.append(list(range(y, len(ch), msplit)))
+        updates.append(per_y)
+        loads.append(load_y)
+    nacc = max(r1 - r0 for r0, r1 in groups)
+    return MsplitPlan(groups, chs, updates, nacc, loads)
+
+
+@dataclass
+class KsplitPlan:
+    """cstream-ksplit: wavefront y sums the columns kcols[y] of every row into
+    partial sums; row i is finished by wavefront owner[i], which adds the
+    other wavefronts' partials from LDS slot slot[y][i]."""
+    kcols: list        # [y] -> [j]
+    terms: list        # [y][i] -> [(j, value)]
+    loads: list        # [y] -> [j] in load order
+    owner: list        # [i] -> y
+    slot: list         # [y][i] -> LDS slot of y's partial of row i, or None
+
+
+def ksplit_plan(A, ksplit):
+    m = A.shape[0]
+    kcols = ksplit_ranges(A, ksplit)
+    owner = [y for y, (r0, r1) in enumerate(split_even(m, ksplit))
+             for _ in range(r0, r1)]
+    terms = [[[(j, A[i, j]) for j in cols if A[i, j] != 0]
+              for i in range(m)] for cols in kcols]
+    slot = [[None if owner[i] == y else (y if y < owner[i] else y - 1)
+             for i in range(m)] for y in range(ksplit)]
+    return KsplitPlan(kcols, terms, [list(c) for c in kcols], owner, slot)
