@@ -117,7 +117,7 @@ def _check_panel(x, name, dtype, rows, writeable=False):
                          f'multiple of its item size')
     if writeable and not x.flags.writeable:
         raise ValueError(f'{name} is read-only')
-    ld = x.strides[0] // isz if x.shape[0] > 1 else x.shape[1]
+    ld = x.strides[0] // isz
     return ld
 
 

@@ -25,7 +25,7 @@ ${' '*len(kname)} ${dtype}* __restrict__ c, int ldc)
 <%def name="vt(w)" buffered="True">${dtype if w == 1 else 'gimmik_v2'}</%def>
 
 ## B element(s) at row j (a literal) and column offset col (an expression).
-<%def name="ldb(j, col, w, nt=False)" buffered="True">\
+<%def name="load_b(j, col, w, nt=False)" buffered="True">\
 % if nt:
 __builtin_nontemporal_load(${ptr('b', j, 'ldbl', col, w)})\
 % else:
@@ -33,10 +33,10 @@ __builtin_nontemporal_load(${ptr('b', j, 'ldbl', col, w)})\
 % endif
 </%def>
 
-<%def name="ldc(i, col, w)" buffered="True">(*${ptr('c', i, 'ldcl', col, w)})</%def>
+<%def name="load_c(i, col, w)" buffered="True">(*${ptr('c', i, 'ldcl', col, w)})</%def>
 
 ## C is written once and not read back by this kernel: store non-temporally.
-<%def name="stc(i, col, w, val)" buffered="True">__builtin_nontemporal_store(${val}, ${ptr('c', i, 'ldcl', col, w)})</%def>
+<%def name="store_c(i, col, w, val)" buffered="True">__builtin_nontemporal_store(${val}, ${ptr('c', i, 'ldcl', col, w)})</%def>
 
 <%def name="ptr(a, row, ld, col, w)" buffered="True">\
 % if w == 1:
@@ -50,14 +50,14 @@ __builtin_nontemporal_load(${ptr('b', j, 'ldbl', col, w)})\
 ## is zero).  Emits nothing when beta = 1 and the row is zero.
 <%def name="finish(i, col, w, acc)">\
 % if beta == 0:
-        ${stc(i, col, w, acc if acc is not None else vt(w) + '{}')};
+        ${store_c(i, col, w, acc if acc is not None else vt(w) + '{}')};
 % elif acc is None and beta == 1:
 % elif acc is None:
-        ${stc(i, col, w, betalit + '*' + ldc(i, col, w))};
+        ${store_c(i, col, w, betalit + '*' + load_c(i, col, w))};
 % elif beta == 1:
-        ${stc(i, col, w, acc + ' + ' + ldc(i, col, w))};
+        ${store_c(i, col, w, acc + ' + ' + load_c(i, col, w))};
 % else:
-        ${stc(i, col, w, acc + ' + ' + betalit + '*' + ldc(i, col, w))};
+        ${store_c(i, col, w, acc + ' + ' + betalit + '*' + load_c(i, col, w))};
 % endif
 </%def>
 

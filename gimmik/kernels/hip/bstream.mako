@@ -5,7 +5,7 @@
         ${self.vt(w)} ${', '.join(f'acc{i}' for i in range(m) if i not in zero_rows)};
 % for cp in plan:
         {
-            const ${self.vt(w)} bv = ${self.ldb(cp.j, 'col', w)};
+            const ${self.vt(w)} bv = ${self.load_b(cp.j, 'col', w)};
 % for i, v, first in cp.terms:
             acc${i} ${'=' if first else '+='} ${lit(v)}*bv;
 % endfor

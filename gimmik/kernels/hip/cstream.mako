@@ -4,7 +4,7 @@
 <%def name="columns(w)">\
 % for row in plan:
 % for j in row.loads:
-        const ${self.vt(w)} b${j} = ${self.ldb(j, 'col', w)};
+        const ${self.vt(w)} b${j} = ${self.load_b(j, 'col', w)};
 % endfor
 ${self.finish(row.i, 'col', w, ' + '.join(f'{lit(v)}*b{j}' for j, v in row.terms) or None)}\
 % endfor
