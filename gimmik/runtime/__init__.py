@@ -1,0 +1,111 @@
+"""One small interface over the places a generated kernel can run.
+
+The autotuner only ever talks to a :class:`Runtime`; each platform (``c``,
+``hip``, ``cuda``) provides one.  Buffers are opaque objects made by
+``upload``; panels are row-major ``rows x n`` with row stride ``ld``
+elements, exactly as the kernels see them.
+"""
+
+from abc import ABC, abstractmethod
+import importlib
+
+
+# platform name -> module providing `Runtime` (a subclass of Runtime below)
+PLATFORMS = {'hip': 'gimmik.runtime.hip', 'cuda': 'gimmik.runtime.cuda',
+             'c': 'gimmik.runtime.c'}
+
+# the order `auto` tries them in
+AUTO_ORDER = ('hip', 'cuda', 'c')
+
+
+class RuntimeUnavailable(RuntimeError):
+    """The platform cannot run here; the message says what is missing."""
+
+
+def moved_bytes(info, beta, n, itemsize):
+    """Bytes a C = A*B + beta*C kernel must move at the least: the used rows
+    of B read once, C written once and, when beta != 0, read once."""
+    return itemsize*n*(len(info.bix) + info.m*(2 if beta else 1))
+
+
+class Runtime(ABC):
+    """A place to compile, launch and time kernels."""
+
+    name = None          # 'c', 'hip', 'cuda'
+
+    @property
+    @abstractmethod
+    def device(self):
+        """Human-readable description of the device (e.g. 'NVIDIA H100')."""
+
+    @abstractmethod
+    def matmul(self, A, beta, **sizes):
+        """The platform's *MatMul generator for A (sizes: aligne, n, ldb,
+        ldc)."""
+
+    @abstractmethod
+    def kernel_options(self):
+        """Keyword options for the generator's kernels() on this device
+        (e.g. {'gcn_arch': 'gfx942'}), used in cache keys too."""
+
+    @abstractmethod
+    def upload(self, host):
+        """Copy a 2-D host array to a new device buffer; returns it."""
+
+    @abstractmethod
+    def download(self, buf, out):
+        """Copy a device buffer back into the host array `out`."""
+
+    @abstractmethod
+    def compile(self, src, meta):
+        """Build a candidate; returns launch(b, c, n, ldb, ldc), which runs
+        it asynchronously on buffers from upload().  Raises on a compile
+        failure with the compiler's log in the message."""
+
+    @abstractmethod
+    def vendor_gemm(self, A, alpha, beta, dtype):
+        """The vendor BLAS doing the same C = alpha*A*B + beta*C on row-major
+        panels; returns launch(b, c, n, ldb, ldc) like compile()."""
+
+    @abstractmethod
+    def time(self, launch, args, *, warmup=2, repeats=10):
+        """Median wall time in seconds of launch(*args) (device events where
+        there is a device)."""
+
+    @abstractmethod
+    def copy_bandwidth(self, nbytes):
+        """Measured device-to-device copy bandwidth in bytes/s for a copy of
+        nbytes."""
+
+    def launch_feedback(self, src, meta):
+        """Extra feedback for kernels().send() (registers, local_mem...)."""
+        return {}
+
+
+def get_runtime(platform='auto', **options):
+    """A Runtime for `platform` ('auto' tries hip, then cuda, then c).
+
+    An explicitly named platform that cannot run raises RuntimeUnavailable
+    saying what is missing."""
+    if platform == 'auto':
+        errors = []
+        for name in AUTO_ORDER:
+            try:
+                return get_runtime(name, **options)
+            except RuntimeUnavailable as e:
+                errors.append(f'{name}: {e}')
+        raise RuntimeUnavailable('no platform can run here: '
+                                 + '; '.join(errors))
+    if platform not in PLATFORMS:
+        raise ValueError(f'platform must be auto or one of '
+                         f'{", ".join(PLATFORMS)}, not {platform!r}')
+    try:
+        mod = importlib.import_module(PLATFORMS[platform])
+    except ModuleNotFoundError as e:
+        raise RuntimeUnavailable(f'platform {platform} is not available: '
+                                 f'{e}') from e
+    return mod.Runtime(**options)
+
+
+__all__ = ['Runtime', 'RuntimeUnavailable', 'get_runtime', 'moved_bytes',
+           'PLATFORMS', 'AUTO_ORDER']
