@@ -1,6 +1,53 @@
 """gimmik: generator of bespoke matrix multiplication kernels C = αA·B + βC
 for a small constant operator matrix A and wide panels B and C."""
 
+import importlib
+
 __version__ = '0.1.0'
 
-from gimmik.hip import HIPMatMul  # noqa: E402,F401
+from gimmik.hip import HIPMatMul  # noqa: E402
+from gimmik.validate import check_matrix, check_scalar  # noqa: E402
+
+# platform name -> (module, generator class); imported on first use
+PLATFORMS = {
+    'hip': ('gimmik.hip', 'HIPMatMul'),
+    'cuda': ('gimmik.cuda', 'CUDAMatMul'),
+    'c': ('gimmik.c', 'CMatMul'),
+}
+
+_LAZY = {cls: mod for mod, cls in PLATFORMS.values()}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+def matmul_class(platform):
+    """The *MatMul generator class of a platform name."""
+    if not isinstance(platform, str) or platform not in PLATFORMS:
+        raise ValueError(f'platform must be one of {", ".join(PLATFORMS)}, '
+                         f'not {platform!r}')
+    mod, cls = PLATFORMS[platform]
+    return getattr(importlib.import_module(mod), cls)
+
+
+def generate_mm(mat, dtype, platform, alpha=1.0, beta=0.0, funcn='gimmik_mm',
+                n=None, ldb=None, ldc=None):
+    """Legacy entry point: the source of the first candidate kernel computing
+    C = alpha*mat*B + beta*C on `platform` ('hip', 'cuda' or 'c')."""
+    cls = matmul_class(platform)
+    alpha = check_scalar(alpha, 'alpha')
+    A = check_matrix(mat, 'mat')
+    if alpha == 0:
+        raise ValueError('alpha is zero: the product alpha*mat is all zeros')
+    A = check_matrix(alpha*A, 'alpha*mat')
+    gen = cls(A, beta=beta, n=n, ldb=ldb, ldc=ldc).kernels(dtype, kname=funcn)
+    src, _ = next(gen)
+    gen.close()
+    return src
+
+
+__all__ = ['HIPMatMul', 'CMatMul', 'CUDAMatMul', 'generate_mm',
+           'matmul_class', 'PLATFORMS', '__version__']

@@ -40,6 +40,8 @@ _DTYPE_NAMES = {'f32': np.float32, 'float32': np.float32, 'f4': np.float32,
 
 def check_dtype(dtype, arg='dtype'):
     """Return np.float32 or np.float64 for a dtype object or name."""
+    if dtype is None:  # np.dtype(None) would silently mean float64
+        raise TypeError(f'{arg} must be float32 or float64, not None')
     if isinstance(dtype, str):
         if dtype not in _DTYPE_NAMES:
             raise TypeError(f'{arg} must be float32 or float64, not {dtype!r}')

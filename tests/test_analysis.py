@@ -1,0 +1,130 @@
+import numpy as np
+import pytest
+
+from gimmik.analysis import (OperatorInfo, analyse, chunks, ksplit_ranges,
+                             split_even)
+from gimmik import plans
+
+
+def brute_force(A):
+    m, k = A.shape
+    first = [next((j for j in range(k) if A[i, j]), -1) for i in range(m)]
+    last = [next((j for j in reversed(range(k)) if A[i, j]), -1)
+            for i in range(m)]
+    bix = [j for j in range(k) if any(A[i, j] for i in range(m))]
+    return first, last, bix
+
+
+def test_known_matrix():
+    A = np.array([[0, 2.0, 0, -2.0],
+                  [0, 0, 0, 0],
+                  [1.5, 0, 0, 0]])
+    info = analyse(A)
+    assert isinstance(info, OperatorInfo)
+    assert (info.m, info.k, info.nnz) == (3, 4, 3)
+    assert info.density == 3/12
+    assert info.unique == 2              # |2| = |-2|, 1.5
+    assert info.first == (1, -1, 0)
+    assert info.last == (3, -1, 0)
+    assert info.bix == (0, 1, 3)
+    assert info.zero_rows == (1,)
+
+
+@pytest.mark.parametrize('shape,density', [((7, 5), 0.3), ((40, 60), 0.05),
+                                           ((33, 33), 1.0), ((1, 9), 0.5)])
+def test_against_brute_force(rng, shape, density):
+    A = np.where(rng.random(shape) < density, rng.standard_normal(shape), 0)
+    A[0, 0] = 1.0
+    info = analyse(A)
+    first, last, bix = brute_force(A)
+    assert list(info.first) == first
+    assert list(info.last) == last
+    assert list(info.bix) == bix
+    assert info.nnz == np.count_nonzero(A)
+    assert info.unique == len(set(abs(x) for x in A.ravel() if x))
+
+
+def test_split_even_covers_range():
+    for count in range(0, 20):
+        for parts in range(1, 6):
+            ranges = split_even(count, parts)
+            assert len(ranges) == parts
+            assert [i for a, b in ranges for i in range(a, b)] == \
+                list(range(count))
+            sizes = [b - a for a, b in ranges]
+            assert max(sizes) - min(sizes) <= 1
+
+
+def test_chunks():
+    assert chunks(range(5), 2) == [[0, 1], [2, 3], [4]]
+    assert chunks([], 3) == []
+
+
+def test_ksplit_ranges_partition_used_columns(rng):
+    A = np.where(rng.random((12, 30)) < 0.3, 1.0, 0.0)
+    A[:, 4] = 0
+    A[0, 0] = 1
+    for parts in (1, 2, 3, 4):
+        groups = ksplit_ranges(A, parts)
+        assert len(groups) == parts
+        flat = [j for g in groups for j in g]
+        assert flat == list(analyse(A).bix)
+
+
+def evaluate(plan_terms, m, B):
+    """Sum a plan's terms into an m x n result."""
+    out = np.zeros((m, B.shape[1]))
+    for i, j, v in plan_terms:
+        out[i] += v*B[j]
+    return out
+
+
+@pytest.mark.parametrize('msplit,bsz', [(1, 4), (2, 16), (4, 3)])
+def test_plans_reproduce_product(rng, msplit, bsz):
+    """Every family's plan, evaluated in Python, reproduces A*B."""
+    A = np.where(rng.random((13, 17)) < 0.35, rng.standard_normal((13, 17)),
+                 0)
+    A[5] = 0
+    A[0, 0] = 1
+    B = rng.standard_normal((17, 6))
+    ref = A @ B
+
+    cs = plans.cstream_plan(A)
+    loaded = set()
+    for row in cs:
+        loaded.update(row.loads)
+        assert {j for j, _ in row.terms} <= loaded
+    got = evaluate([(r.i, j, v) for r in cs for j, v in r.terms], 13, B)
+    assert np.allclose(got, ref)
+
+    bs = plans.bstream_plan(A)
+    got = evaluate([(i, c.j, v) for c in bs for i, v, _ in c.terms], 13, B)
+    assert np.allclose(got, ref)
+
+    ms = plans.msplit_plan(A, msplit, bsz)
+    assert all(len(ch) <= bsz for ch in ms.chunks)
+    terms = [(ms.groups[y][0] + a, ms.chunks[q][r], v)
+             for q, per_y in enumerate(ms.updates)
+             for y, ups in enumerate(per_y) for a, v, r, _ in ups]
+    assert np.allclose(evaluate(terms, 13, B), ref)
+    # every chunk row is staged by exactly one wavefront
+    for q, ch in enumerate(ms.chunks):
+        staged = sorted(r for ld in ms.loads[q] for r in ld)
+        assert staged == list(range(len(ch)))
+
+    ks = plans.ksplit_plan(A, msplit)
+    terms = [(i, j, v) for y in range(msplit) for i in range(13)
+             for j, v in ks.terms[y][i]]
+    assert np.allclose(evaluate(terms, 13, B), ref)
+
+
+def test_balanced_row_groups_nonempty_and_contiguous(rng):
+    A = np.ones((10, 4))
+    A[:3] *= 0
+    A[0, 0] = 1
+    for parts in (1, 2, 3, 4, 10, 12):
+        groups = plans.balanced_row_groups(A, parts)
+        assert len(groups) == parts
+        assert groups[0][0] == 0
+        assert all(a[1] == b[0] for a, b in zip(groups, groups[1:]))
+        assert groups[-1][1] == 10 or parts > 10
