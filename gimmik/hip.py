@@ -5,17 +5,57 @@ import re
 
 import numpy as np
 
+from gimmik.analysis import DENSE_DENSITY
 from gimmik.base import MAX_SHARED, Candidate, MatMul
-from gimmik import plans
+from gimmik import fragments, plans
 
 # gfx arch names (with optional feature suffixes such as :sramecc+:xnack-)
 _ARCH = re.compile(r'gfx[0-9a-f]{3,4}(:[a-z0-9_-]+[+-])*\Z')
+
+# The mfma-dense family (gate 'mfma') is offered only where all of these hold:
+# - dtype float64: it is built on v_mfma_f64_16x16x4f64 (f32 would need a
+#   different instruction and output layout);
+# - gcn_arch (feature suffixes stripped) in MFMA_ARCHS, the CDNA2/3/4 parts
+#   with that instruction: gfx908 has matrix cores but no f64 MFMA (its back
+#   end cannot select it) and RDNA has no MFMA at all;
+# - wavefronts of 64 lanes: the fragment layout is that of a wave64;
+# - A dense, density >= analysis.DENSE_DENSITY: the MFMA multiplies whole
+#   16x4 tiles, so for sparse A it does mostly useless work and the
+#   streaming families, which skip every zero, move the same bytes.
+MFMA_ARCHS = frozenset({'gfx90a', 'gfx940', 'gfx941', 'gfx942', 'gfx950'})
 
 # The HIP candidate table.  Each row: family, parameters, and the condition
 # (on the generator and the requested dtype/arch) under which it is offered.
 # Order is the order of offering: PyFR only times the first few.
 CANDIDATES = [
     # family            parameters                                 gate
+    # mfma-dense: msplit wavefronts per block (1: direct from global, more:
+    # B staged in LDS chunks of kchunk k-tiles in nbuf buffers), pipe 0/1/2
+    # (see the template), vec 2: 16-byte B/C accesses (needs even aligne).
+    ('mfma-dense', dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=2),
+     'mfma w2'),
+    ('mfma-dense', dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=1),
+     'mfma scalar'),
+    ('mfma-dense', dict(msplit=2, pipe=2, nbuf=2, kchunk=4, vec=2),
+     'mfma w2'),
+    ('mfma-dense', dict(msplit=2, pipe=2, nbuf=2, kchunk=4, vec=1),
+     'mfma scalar'),
+    ('mfma-dense', dict(msplit=4, pipe=1, nbuf=2, kchunk=4, vec=2),
+     'mfma w2'),
+    ('mfma-dense', dict(msplit=4, pipe=1, nbuf=2, kchunk=4, vec=1),
+     'mfma scalar'),
+    ('mfma-dense', dict(msplit=1, pipe=1, vec=2), 'mfma w2'),
+    ('mfma-dense', dict(msplit=1, pipe=1, vec=1), 'mfma scalar'),
+    ('mfma-dense', dict(msplit=4, pipe=0, nbuf=1, kchunk=8, vec=2),
+     'mfma w2'),
+    ('mfma-dense', dict(msplit=4, pipe=0, nbuf=1, kchunk=8, vec=1),
+     'mfma scalar'),
+    ('mfma-dense', dict(msplit=2, pipe=0, nbuf=1, kchunk=8, vec=2),
+     'mfma w2'),
+    ('mfma-dense', dict(msplit=2, pipe=0, nbuf=1, kchunk=8, vec=1),
+     'mfma scalar'),
+    ('mfma-dense', dict(msplit=1, pipe=0, vec=2), 'mfma w2'),
+    ('mfma-dense', dict(msplit=1, pipe=0, vec=1), 'mfma scalar'),
     ('bstream-msplit', dict(width=2, msplit=2, bsz=16, ntload=True), 'w2'),
     ('bstream-msplit', dict(width=1, msplit=2, bsz=16, ntload=True), ''),
     ('bstream-msplit', dict(width=2, msplit=4, bsz=16, ntload=True), 'w2'),
@@ -34,13 +74,21 @@ CANDIDATES = [
 ]
 
 
-def _gates(mm, dtype, arch):
+def _gates(mm, dtype, arch, warp_size=64):
     """The named conditions a candidate row may require."""
     return {
         'w2': mm.width2_ok(),
+        'scalar': not mm.width2_ok(),
         'beta': mm.beta != 0,
         'f64': dtype == np.float64,
+        'mfma': mfma_ok(mm.info, dtype, arch, warp_size),
     }
+
+
+def mfma_ok(info, dtype, arch, warp_size=64):
+    """The gate of the mfma-dense family (see MFMA_ARCHS)."""
+    return (dtype == np.float64 and arch.split(':')[0] in MFMA_ARCHS
+            and warp_size == 64 and info.density >= DENSE_DENSITY)
 
 
 class HIPMatMul(MatMul):
@@ -54,11 +102,15 @@ class HIPMatMul(MatMul):
         return {'gcn_arch': gcn_arch, 'warp_size': warp_size}
 
     def _candidates(self, dtype, gcn_arch, warp_size):
-        gates = _gates(self, dtype, gcn_arch)
+        gates = _gates(self, dtype, gcn_arch, warp_size)
         out = []
         for family, params, need in CANDIDATES:
             if not all(gates[g] for g in need.split()):
                 continue
+            if family == 'mfma-dense':
+                params = self._mfma_params(params)
+                if params is None:
+                    continue
             cand = Candidate(family, params,
                              {'gcn_arch': gcn_arch, 'warp_size': warp_size})
             if self._fits(cand, dtype) and cand not in out:
@@ -68,6 +120,27 @@ class HIPMatMul(MatMul):
     def _fits(self, cand, dtype):
         _, block, shared, _ = self._geometry(cand, dtype)
         return block[0]*block[1] <= 1024 and shared <= MAX_SHARED
+
+    def _mfma_params(self, params):
+        """An mfma-dense row bound to A: msplit capped at the m-tiles (one
+        wavefront is the direct path, without LDS parameters); None when a
+        wavefront would hold too many accumulators."""
+        p = dict(params)
+        mtiles = -(-self.info.m // fragments.MFMA_M)
+        p['msplit'] = min(p['msplit'], mtiles)
+        if p['msplit'] == 1:
+            p = dict(msplit=1, pipe=min(p['pipe'], 1), vec=p['vec'])
+        if -(-mtiles // p['msplit']) > fragments.MAX_MTILES_PER_WAVE:
+            return None
+        return p
+
+    def mfma_plan(self, params):
+        """The fragments.MfmaPlan of an mfma-dense parameter dict."""
+        if getattr(self, '_mfma_bake', None) is None:
+            self._mfma_bake = fragments.bake_mfma(self.A)
+        return fragments.mfma_plan(self._mfma_bake, params['msplit'],
+                                   params.get('kchunk', 1), params['vec'],
+                                   params.get('nbuf', 1))
 
     # -- geometry and template contexts per family -----------------------
     def _geometry(self, cand, dtype):
@@ -83,6 +156,16 @@ class HIPMatMul(MatMul):
         if cand.family == 'cstream-ksplit':
             ks = p['ksplit']
             return None, (ws, ks, 1), (ks - 1)*self.info.m*ws*size, 1
+        if cand.family == 'mfma-dense':
+            # 64 lanes x 64 columns per wavefront, msplit wavefronts in y;
+            # LDS: nbuf buffers of the largest chunk's rows x 64 columns
+            ms = p['msplit']
+            shared = 0
+            if ms > 1:
+                kact = -(-len(self.info.bix) // fragments.MFMA_K)
+                rows = fragments.MFMA_K*min(p['kchunk'], kact)
+                shared = p['nbuf']*rows*fragments.WAVE*size
+            return None, (fragments.WAVE, ms, 1), shared, 1
         raise ValueError(f'unknown HIP family {cand.family!r}')
 
     def _context(self, cand, dtype):
@@ -101,4 +184,8 @@ class HIPMatMul(MatMul):
         elif cand.family == 'cstream-ksplit':
             ctx['plan'] = plans.ksplit_plan(self.A, block[1])
             ctx.update(preload_c=p.get('preload_c', False))
+        elif cand.family == 'mfma-dense':
+            ctx['plan'] = plan = self.mfma_plan(p)
+            ctx.update(vec=p['vec'], pipe=p['pipe'])
+            assert plan.lds_bytes == shared and plan.msplit == block[1]
         return ctx, block, shared, width

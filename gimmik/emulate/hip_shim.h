@@ -34,6 +34,9 @@ static gimmik_emu_dim3 threadIdx, blockIdx, blockDim;
 #define __syncthreads() gimmik_emu::barrier()
 #define __builtin_nontemporal_load(p) (*(p))
 #define __builtin_nontemporal_store(v, p) (*(p) = (v))
+// A fiber is one lane: broadcasting lane 0's value is the value itself for
+// the wave-uniform operands kernels use it on (the wavefront index).
+#define __builtin_amdgcn_readfirstlane(x) (x)
 #define __builtin_amdgcn_mfma_f64_16x16x4f64(a, b, acc, cbsz, abid, blgp) \
     gimmik_emu::mfma_f64_16x16x4((a), (b), (acc), (cbsz), (abid), (blgp), \
                                  __LINE__)

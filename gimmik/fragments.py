@@ -1,0 +1,272 @@
+"""Tiling of a constant operator A for matrix-core kernels, and the bake of A
+into the fragments of AMD's f64 MFMA.
+
+Plain Python over a float64 A, in two layers:
+
+* generic tiling (any tile shape, reusable by other dense families): the
+  used columns of A are compacted (B rows that A never reads are dropped:
+  "bix compaction"), A is zero-padded to whole tiles, and each tile is
+  marked zero or not;
+* the MFMA 16x16x4 bake: for every non-zero (m-tile, k-tile) the value each
+  of the 64 lanes of a wavefront feeds to
+  ``__builtin_amdgcn_mfma_f64_16x16x4f64``, plus the per-wavefront plan of the
+  mfma-dense HIP family (m-split, k-chunks staged through LDS).
+
+The lane layout is that of the shared MFMA facts document (section 1): with
+L the lane, g = L // 16 and t = L % 16, lane L supplies A[t][g] and B[g][t]
+and element v of its accumulator is D[4v + g][t].  A NumPy model of one
+instruction, :func:`mfma_f64_16x16x4`, lets the bake be checked against
+A @ B without a GPU.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gimmik.analysis import chunks, split_even
+
+WAVE = 64              # lanes of a CDNA wavefront
+MFMA_M = 16            # rows of A (and C) per MFMA tile
+MFMA_K = 4             # columns of A (rows of B) per MFMA tile
+MFMA_N = 16            # columns of B (and C) per MFMA tile
+N_TILES = WAVE // MFMA_N   # a wavefront covers 64 columns as 4 N-tiles
+
+# k-tiles staged through LDS per chunk at most (8 k-tiles = 32 rows of B x
+# 64 columns x 8 bytes = 16 KiB), so that any k fits in LDS.
+MAX_CHUNK_KTILES = 8
+
+# Accumulators a wavefront may keep live: 4 N-tiles x 4 doubles per m-tile
+# is 32 registers, and the accumulation register file (AGPRs) holds 256.
+MAX_MTILES_PER_WAVE = 8
+
+
+# -- generic tiling ------------------------------------------------------
+@dataclass
+class Tiling:
+    """A padded, column-compacted and tiled copy of an operator.
+
+    ``kcols[s]`` is the column of A (row of B) in compacted slot s, or -1
+    for a padding slot; ``Apad`` is A[:, kcols] zero-padded to whole tiles;
+    ``nonzero[mt, kt]`` says whether tile (mt, kt) of Apad has a non-zero.
+    """
+    m: int
+    k: int
+    tm: int
+    tk: int
+    kcols: tuple
+    Apad: np.ndarray
+    nonzero: np.ndarray
+
+    @property
+    def m_tiles(self):
+        return self.Apad.shape[0] // self.tm
+
+    @property
+    def k_tiles(self):
+        """k-tiles of the uncompacted A."""
+        return -(-self.k // self.tk)
+
+    @property
+    def active_k_tiles(self):
+        """k-tiles after compaction: the ones a kernel iterates over."""
+        return self.Apad.shape[1] // self.tk
+
+    def ktile_rows(self, kt):
+        """The tk rows of B (or -1 for padding) that k-tile kt reads."""
+        return self.kcols[kt*self.tk:(kt + 1)*self.tk]
+
+    def tile(self, mt, kt):
+        return self.Apad[mt*self.tm:(mt + 1)*self.tm,
+                         kt*self.tk:(kt + 1)*self.tk]
+
+
+def tile_operator(A, tm=MFMA_M, tk=MFMA_K):
+    """Compact the used columns of A, pad to whole tm x tk tiles and mark
+    the all-zero tiles."""
+    A = np.asarray(A, dtype=np.float64)
+    if A.ndim != 2 or not A.any():
+        raise ValueError('A must be a non-zero 2-D array')
+    m, k = A.shape
+    bix = np.flatnonzero((A != 0).any(axis=0))
+    mt, kt = -(-m // tm), -(-len(bix) // tk)
+    Apad = np.zeros((mt*tm, kt*tk))
+    Apad[:m, :len(bix)] = A[:, bix]
+    kcols = tuple(int(j) for j in bix) + (-1,)*(kt*tk - len(bix))
+    nonzero = (Apad.reshape(mt, tm, kt, tk) != 0).any(axis=(1, 3))
+    return Tiling(m, k, tm, tk, kcols, Apad, nonzero)
+
+
+# -- the MFMA f64 16x16x4 fragment bake ----------------------------------
+def lane_coords():
+    """(g, t) of every lane: g = L // 16, t = L % 16."""
+    L = np.arange(WAVE)
+    return L // MFMA_N, L % MFMA_N
+
+
+@dataclass
+class MfmaBake:
+    """A in fragment order: ``frags[s, L]`` is the value lane L feeds to the
+    MFMA of tile s; ``tiles[s]`` is that tile's (m-tile, k-tile); ``index``
+    maps (m-tile, k-tile) to s, or -1 for an all-zero tile (no MFMA)."""
+    tiling: Tiling
+    frags: np.ndarray      # (ntiles, 64)
+    tiles: list            # [(mt, kt)]
+    index: np.ndarray      # (m_tiles, active_k_tiles) -> s or -1
+
+
+def bake_mfma(A):
+    """Bake A (or a Tiling of it with 16 x 4 tiles) into MFMA fragments,
+    k-tile major (the order the kernels consume them in)."""
+    tl = A if isinstance(A, Tiling) else tile_operator(A, MFMA_M, MFMA_K)
+    if (tl.tm, tl.tk) != (MFMA_M, MFMA_K):
+        raise ValueError('the MFMA bake needs 16 x 4 tiles')
+    g, t = lane_coords()
+    index = np.full(tl.nonzero.shape, -1, dtype=int)
+    tiles, frags = [], []
+    for kt in range(tl.active_k_tiles):
+        for mt in range(tl.m_tiles):
+            if tl.nonzero[mt, kt]:
+                index[mt, kt] = len(tiles)
+                tiles.append((mt, kt))
+                # lane L supplies A[row t][k g] of the tile
+                frags.append(tl.tile(mt, kt)[t, g])
+    return MfmaBake(tl, np.array(frags).reshape(-1, WAVE), tiles, index)
+
+
+def mfma_count(A, msplit=1):
+    """The number of v_mfma instructions an mfma-dense kernel for A contains:
+    one per N-tile for every non-zero tile (each tile belongs to exactly one
+    wavefront, whatever the m-split or pipelining)."""
+    tl = A if isinstance(A, Tiling) else tile_operator(A)
+    return N_TILES*int(tl.nonzero.sum())
+
+
+# -- a NumPy model of one MFMA, for checking bakes and the executor -------
+def mfma_f64_16x16x4(a, b, c):
+    """One v_mfma_f64_16x16x4f64 of a wavefront: a, b are the 64 lanes'
+    operands, c (64, 4) their accumulators; returns d (64, 4) with
+    d[L][v] = c[L][v] + sum_k a[16k + 4v + g] * b[16k + t]."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    Am = a.reshape(MFMA_K, MFMA_M).T      # Am[row, kk] = a[16kk + row]
+    Bm = b.reshape(MFMA_K, MFMA_N)        # Bm[kk, col] = b[16kk + col]
+    D = Am @ Bm                           # 16 x 16
+    g, t = lane_coords()
+    v = np.arange(4)
+    return np.asarray(c, float) + D[4*v[None, :] + g[:, None], t[:, None]]
+
+
+def b_fragment(tiling, kt, B, cols):
+    """Lane values of B for k-tile kt and the 16 columns `cols` of B:
+    lane L supplies B[row g of the k-tile][cols[t]] (zero for padding)."""
+    g, t = lane_coords()
+    rows = np.array(tiling.ktile_rows(kt))[g]
+    out = np.zeros(WAVE)
+    ok = rows >= 0
+    out[ok] = B[rows[ok], np.asarray(cols)[t[ok]]]
+    return out
+
+
+def model_product(bake, B):
+    """A @ B computed tile by tile with the baked fragments and the MFMA
+    model (B has a multiple of 16 columns); rows of C come from the
+    accumulator layout D[4v + g][t]."""
+    tl = bake.tiling
+    n = B.shape[1]
+    C = np.zeros((tl.m_tiles*MFMA_M, n))
+    g, t = lane_coords()
+    for c0 in range(0, n, MFMA_N):
+        cols = np.arange(c0, c0 + MFMA_N)
+        for mt in range(tl.m_tiles):
+            acc = np.zeros((WAVE, 4))
+            for kt in range(tl.active_k_tiles):
+                s = bake.index[mt, kt]
+                if s >= 0:
+                    acc = mfma_f64_16x16x4(bake.frags[s],
+                                           b_fragment(tl, kt, B, cols), acc)
+            for v in range(4):
+                C[mt*MFMA_M + 4*v + g, c0 + t] = acc[:, v]
+    return C[:tl.m]
+
+
+# -- the per-wavefront plan of the mfma-dense family ----------------------
+@dataclass
+class MfmaPlan:
+    """mfma-dense: wavefront y owns m-tiles range(*groups[y]); the active
+    k-tiles are walked in ``chunks`` (lists of k-tiles; one chunk per k-tile
+    on the direct path); ``work[q][y]`` lists, per k-tile of chunk q that
+    wavefront y has work in, (k-tile, [(local m-tile, tile number)]).
+
+    With LDS staging, chunk q occupies ``4*len(chunks[q])`` rows of a
+    buffer; ``stage[q][y]`` lists the B-row slots wavefront y loads into it,
+    as (first slot, B rows): one slot per load for scalar loads, two (one per
+    half-wavefront) for double2 loads.  Padding slots (row -1) get zeros.
+    """
+    bake: MfmaBake
+    msplit: int
+    lds: bool
+    vec: int
+    nbuf: int
+    groups: list
+    chunks: list
+    work: list
+    stage: list
+
+    @property
+    def ntiles_per_wave(self):
+        return max(r1 - r0 for r0, r1 in self.groups)
+
+    @property
+    def chunk_rows(self):
+        """B rows in the largest chunk (the LDS buffer height)."""
+        return MFMA_K*max(len(c) for c in self.chunks)
+
+    @property
+    def lds_bytes(self):
+        return self.nbuf*self.chunk_rows*WAVE*8 if self.lds else 0
+
+
+def wave_groups(m_tiles, msplit):
+    """m-tiles of each of the msplit wavefronts (balanced, contiguous)."""
+    return split_even(m_tiles, msplit)
+
+
+def mfma_plan(A, msplit, kchunk=MAX_CHUNK_KTILES, vec=1, nbuf=1):
+    """The mfma-dense plan for msplit wavefronts (1: the direct path, B read
+    straight into registers; more: B staged in LDS chunks of at most kchunk
+    k-tiles, in nbuf buffers).  vec is the width of B loads (1 or 2)."""
+    bake = A if isinstance(A, MfmaBake) else bake_mfma(A)
+    tl = bake.tiling
+    if msplit not in range(1, 5) or msplit > tl.m_tiles:
+        raise ValueError(f'msplit must be 1..4 and at most the number of '
+                         f'm-tiles ({tl.m_tiles}), not {msplit!r}')
+    if not 1 <= kchunk <= MAX_CHUNK_KTILES:
+        raise ValueError(f'kchunk must be in 1..{MAX_CHUNK_KTILES}')
+    if vec not in (1, 2) or nbuf not in (1, 2):
+        raise ValueError('vec and nbuf must be 1 or 2')
+    lds = msplit > 1
+    groups = wave_groups(tl.m_tiles, msplit)
+    kts = list(range(tl.active_k_tiles))
+    chs = chunks(kts, kchunk) if lds else [[kt] for kt in kts]
+
+    work = []
+    for ch in chs:
+        per_y = []
+        for r0, r1 in groups:
+            items = []
+            for kt in ch:
+                ts = [(mt - r0, int(bake.index[mt, kt]))
+                      for mt in range(r0, r1) if bake.index[mt, kt] >= 0]
+                if ts:
+                    items.append((kt, ts))
+            per_y.append(items)
+        work.append(per_y)
+
+    stage = []
+    if lds:
+        for ch in chs:
+            rows = [r for kt in ch for r in tl.ktile_rows(kt)]
+            loads = [(s, tuple(rows[s:s + vec]))
+                     for s in range(0, len(rows), vec)]
+            stage.append([loads[y::msplit] for y in range(msplit)])
+    return MfmaPlan(bake, msplit, lds, vec, nbuf if lds else 1, groups, chs,
+                    work, stage)
