@@ -1,0 +1,304 @@
+"""Benchmark the CUDA candidates of gimmik against cuBLAS on the PyFR suite.
+
+One row per operator (f64; beta = 1 for m3 and m6, else 0; n chosen so that
+B + C take at least --mib MiB): the best candidate's time, cuBLAS's time and
+a device-to-device copy bandwidth measured at the start of the run.  Every
+candidate's result is checked against cuBLAS's before it is timed.
+
+Resumable: operators already in the output CSV are skipped, and no new
+operator is started once --budget seconds have passed, so the suite can be
+split over several runs (--ops takes fnmatch globs).
+
+    python bench/cuda_bench.py --ops 'p[1-3]-*' --out bench/results/h100.csv
+"""
+
+import argparse
+import concurrent.futures as cf
+import csv
+import fnmatch
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+from gimmik.cuda import CUDAMatMul
+from gimmik.runtime import moved_bytes
+
+# Relative error (max |c - ref| / max |ref|) allowed against cuBLAS
+F64_TOL = 1e-12
+
+FIELDS = ['op', 'm', 'k', 'nnz', 'density', 'beta', 'n', 'best', 'time_s',
+          'gbps', 'cublas_time_s', 'cublas_gbps', 'copy_gbps', 'best_copy',
+          'cublas_copy', 'speedup', 'ncand', 'nfail', 'device']
+CAND_FIELDS = ['op', 'variant', 'time_s', 'gbps', 'error', 'registers',
+               'local_mem', 'status']
+
+
+def load_suite(path, patterns):
+    try:
+        from gimmik.operators import suite
+        ops = suite(path=path) if path else suite()
+    except ImportError:
+        here = os.path.dirname(os.path.abspath(__file__))
+        path = path or os.path.join(here, 'operators', 'pyfr-ops.npz')
+        with np.load(path) as f:
+            ops = {k: f[k] for k in f.files if k != 'provenance'}
+    names = [k for k in ops if any(fnmatch.fnmatch(k, p) for p in patterns)]
+    return {k: ops[k] for k in sorted(names, key=_op_order)}
+
+
+def _op_order(name):
+    p, el, mat = name.split('-')
+    return (int(p[1:]), el, mat)
+
+
+def beta_of(name):
+    return 1.0 if name.rsplit('-', 1)[-1] in ('m3', 'm6') else 0.0
+
+
+def panel_n(A, mib, itemsize=8, multiple=256):
+    m, k = A.shape
+    n = math.ceil(mib*2**20 / ((m + k)*itemsize))
+    return -(-n // multiple)*multiple
+
+
+def rel_err(c, ref):
+    import cupy
+    scale = float(cupy.abs(ref).max())
+    if not bool(cupy.isfinite(c).all()):
+        return math.inf
+    return float(cupy.abs(c - ref).max()) / max(scale, 1e-300)
+
+
+def read_done(path):
+    if not os.path.exists(path):
+        return set()
+    with open(path) as f:
+        return {row['op'] for row in csv.DictReader(f)}
+
+
+def append(path, fields, row):
+    new = not os.path.exists(path)
+    with open(path, 'a', newline='') as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        if new:
+            w.writeheader()
+        w.writerow(row)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--ops', nargs='+', default=['*'],
+                    help='fnmatch globs of operator names')
+    ap.add_argument('--suite', default=None, help='npz file of operators')
+    ap.add_argument('--out', default='bench/results/cuda-h100.csv')
+    ap.add_argument('--mib', type=float, default=512)
+    ap.add_argument('--budget', type=float, default=540,
+                    help='start no new operator after this many seconds')
+    ap.add_argument('--jobs', type=int, default=os.cpu_count() or 4)
+    ap.add_argument('--compile-timeout', type=float, default=240)
+    ap.add_argument('--repeats', type=int, default=10)
+    ap.add_argument('--families', default=None,
+                    help='comma-separated families to offer (default all)')
+    ap.add_argument('--check', action='store_true',
+                    help='check every family on random operators, odd n, '
+                    'padded strides, f32 and f64, then exit')
+    args = ap.parse_args(argv)
+    if args.check:
+        return check(args)
+
+    t0 = time.time()
+    import cupy
+    from gimmik.runtime.cuda import Runtime
+    rt = Runtime()
+    cand_out = os.path.splitext(args.out)[0] + '-candidates.csv'
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+
+    done = read_done(args.out)
+    ops = {k: v for k, v in load_suite(args.suite, args.ops).items()
+           if k not in done}
+    copy_bps = rt.copy_bandwidth(1 << 30)
+    print(f'{rt.device}: copy {copy_bps/1e9:.0f} GB/s, {len(ops)} operators '
+          f'to do ({len(done)} done), compiler {rt.compiler}', flush=True)
+
+    families = args.families.split(',') if args.families else None
+    opts = rt.kernel_options()
+
+    # Compile every candidate of every operator in a pool, in suite order,
+    # while the main thread measures operators as their builds finish.
+    pool = cf.ThreadPoolExecutor(args.jobs)
+    jobs = {}
+    for name, A in ops.items():
+        mm = CUDAMatMul(A, beta=beta_of(name), aligne=2)
+        cands = [(s, m) for s, m in mm.kernels('float64', **opts)
+                 if families is None or m['tplname'] in families]
+        jobs[name] = (mm, [(s, m, pool.submit(rt.build, s, m,
+                                                  args.compile_timeout))
+                           for s, m in cands])
+
+    rng = np.random.default_rng(42)
+    for name, (mm, cands) in jobs.items():
+        if time.time() - t0 > args.budget:
+            print(f'budget of {args.budget:.0f} s spent; stopping before '
+                  f'{name}', flush=True)
+            break
+        A, beta, info = mm.A, mm.beta, mm.info
+        n = panel_n(A, args.mib)
+        nbytes = moved_bytes(info, beta, n, 8)
+        b = cupy.asarray(rng.standard_normal((info.k, n)))
+        c0 = cupy.asarray(rng.standard_normal((info.m, n)))
+        ref = c0.copy()
+        vendor = rt.vendor_gemm(A, 1.0, beta, np.float64)
+        vendor(b, ref, n, n, n)
+        c = cupy.empty_like(c0)
+        vt = rt.time(vendor, (b, c, n, n, n), repeats=args.repeats)
+
+        best, nfail = None, 0
+        for src, meta, fut in cands:
+            row = {'op': name, 'variant': meta['variant']}
+            try:
+                cubin = fut.result(timeout=args.compile_timeout)
+                launch = rt.load(src, meta, cubin)
+                row.update(rt.kernel_attributes(launch))
+                if beta == 0:
+                    c.fill(np.nan)
+                else:
+                    c[...] = c0
+                launch(b, c, n, n, n)
+                err = rel_err(c, ref)
+                row['error'] = f'{err:.3g}'
+                if not err <= F64_TOL:
+                    raise RuntimeError(f'wrong result: error {err:.3g}')
+                t = rt.time(launch, (b, c, n, n, n), repeats=args.repeats)
+                row.update(time_s=f'{t:.6e}', gbps=f'{nbytes/t/1e9:.1f}',
+                           status='ok')
+                if best is None or t < best[0]:
+                    best = (t, meta['variant'])
+            except Exception as e:  # compile failure, timeout, wrong result
+                nfail += 1
+                row['status'] = f'{type(e).__name__}: {e}'[:300] \
+                    .replace('\n', ' ')
+                print(f'  {name} {meta["variant"]}: {row["status"]}',
+                      flush=True)
+            append(cand_out, CAND_FIELDS, row)
+
+        del b, c, c0, ref
+        cupy.get_default_memory_pool().free_all_blocks()
+        vbps = nbytes/vt
+        out = {'op': name, 'm': info.m, 'k': info.k, 'nnz': info.nnz,
+               'density': f'{info.density:.3f}', 'beta': beta, 'n': n,
+               'cublas_time_s': f'{vt:.6e}', 'cublas_gbps': f'{vbps/1e9:.1f}',
+               'copy_gbps': f'{copy_bps/1e9:.1f}',
+               'cublas_copy': f'{vbps/copy_bps:.3f}', 'ncand': len(cands),
+               'nfail': nfail, 'device': rt.device}
+        if best:
+            t, var = best
+            out.update(best=var, time_s=f'{t:.6e}',
+                       gbps=f'{nbytes/t/1e9:.1f}',
+                       best_copy=f'{nbytes/t/copy_bps:.3f}',
+                       speedup=f'{vt/t:.3f}')
+        append(args.out, FIELDS, out)
+        print(f'{name:16s} {info.m:4d}x{info.k:<4d} '
+              f'{out.get("best_copy", "-"):>6s} vs cuBLAS '
+              f'{out["cublas_copy"]:>6s} x{out.get("speedup", "-"):>6s} '
+              f'{out.get("best", "NONE")}  [{time.time() - t0:.0f} s]',
+              flush=True)
+
+    pool.shutdown(wait=False, cancel_futures=True)
+    summarise(args.out)
+
+
+def check_operators(rng):
+    """Random operators that between them offer every family."""
+    def sparse(m, k, d):
+        A = rng.standard_normal((m, k))*(rng.random((m, k)) < d)
+        A[0, 0] = 1.5
+        return A
+    return {'dense-84x252': rng.standard_normal((84, 252)),
+            'dense-45x37': rng.standard_normal((45, 37)),
+            'sparse-40x30': sparse(40, 30, 0.2),
+            'sparse-200x90': sparse(200, 90, 0.05),
+            'zero-rows-24x16': np.vstack([sparse(12, 16, 0.4),
+                                          np.zeros((12, 16))])}
+
+
+def check(args):
+    """Every candidate against a float64 NumPy reference on the device,
+    output poisoned first, padding checked; returns 1 on any failure."""
+    import cupy
+    from gimmik.runtime.cuda import Runtime
+    rt = Runtime()
+    rng = np.random.default_rng()
+    pool = cf.ThreadPoolExecutor(args.jobs)
+    todo = []
+    for name, A in check_operators(rng).items():
+        for dtype, beta in ((np.float64, 0.0), (np.float64, 1.0),
+                            (np.float64, -0.5), (np.float32, 0.0)):
+            n = int(rng.integers(900, 1300)) | 1   # odd: a ragged pair
+            ld = n + 7 if n % 2 else n + 8
+            ld += ld % 2
+            for baked in (False, True):
+                if name.startswith('dense-84') and (
+                        dtype == np.float32 or baked == (beta != -0.5)):
+                    continue   # its streaming kernels are slow to build
+                sizes = dict(n=n, ldb=ld, ldc=ld) if baked else {}
+                mm = CUDAMatMul(A, beta=beta, aligne=2, **sizes)
+                for src, meta in mm.kernels(dtype, **rt.kernel_options()):
+                    todo.append((name, A, beta, dtype, n, ld, src, meta,
+                                 pool.submit(rt.build, src, meta)))
+    bad = 0
+    tol = {np.float64: 1e-13, np.float32: 1e-5}
+    for name, A, beta, dtype, n, ld, src, meta, fut in todo:
+        m, k = A.shape
+        bh = np.full((k, ld), 7.0, dtype)
+        bh[:, :n] = rng.standard_normal((k, n))
+        ch = np.full((m, ld), 9.0, dtype)
+        ch[:, :n] = rng.standard_normal((m, n))
+        ref = A @ bh[:, :n].astype(np.float64) + beta*ch[:, :n]
+        if beta == 0:
+            ch[:, :n] = np.nan
+        what = (f'{name} beta={beta} {np.dtype(dtype).name} n={n} '
+                f'{"baked " if meta["n"] else ""}{meta["variant"]}')
+        try:
+            launch = rt.load(src, meta, fut.result())
+            b, c = rt.upload(bh), rt.upload(ch)
+            launch(b, c, n, ld, ld)
+            out = cupy.asnumpy(c)
+            err = np.abs(out[:, :n] - ref).max()/np.abs(ref).max()
+            if not np.isfinite(out[:, :n]).all():
+                err = math.inf
+            padok = (out[:, n:] == 9.0).all()
+            ok = err <= tol[dtype] and padok
+            attrs = rt.kernel_attributes(launch)
+            print(f'{"ok  " if ok else "FAIL"} {what}: error {err:.2e}'
+                  f'{"" if padok else " PADDING WRITTEN"} regs '
+                  f'{attrs["registers"]} local {attrs["local_mem"]}',
+                  flush=True)
+        except Exception as e:
+            ok = False
+            print(f'FAIL {what}: {type(e).__name__}: {str(e)[:500]}',
+                  flush=True)
+        bad += not ok
+    print(f'{len(todo) - bad} of {len(todo)} candidates right')
+    return 1 if bad else 0
+
+
+def summarise(path):
+    with open(path) as f:
+        rows = [r for r in csv.DictReader(f) if r['best_copy']]
+    if not rows:
+        return
+    bc = np.array([float(r['best_copy']) for r in rows])
+    cc = np.array([float(r['cublas_copy']) for r in rows])
+    sp = np.array([float(r['speedup']) for r in rows])
+    gm = lambda x: float(np.exp(np.log(x).mean()))  # noqa: E731
+    print(f'\n{len(rows)} operators: best/copy geomean {gm(bc):.3f} min '
+          f'{bc.min():.3f}; cuBLAS/copy geomean {gm(cc):.3f}; '
+          f'speedup geomean {gm(sp):.3f} min {sp.min():.3f} '
+          f'({(sp < 1).sum()} slower than cuBLAS)')
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,332 @@
+"""CUDA generator for NVIDIA GPUs (Ampere sm_80 and later; Hopper sm_90).
+
+The streaming families are the HIP ones for a 32-wide warp, with read-only
+(`ld.global.nc`) or evict-first (`ld.global.cs`) loads of B and evict-first
+stores of C.  The dense family `mma-dense` runs f64 operators on the FP64
+tensor cores with `mma.sync.aligned.m8n8k4`; its fragment bake (plain
+Python, unit-tested against a NumPy model of the MMA) is at the end of this
+module.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gimmik.base import Candidate, MatMul
+from gimmik import plans
+from gimmik.analysis import DENSE_DENSITY
+
+WARP = 32
+
+# Static __shared__ arrays are limited to 48 KiB in CUDA.
+MAX_STATIC_SHARED = 48*1024
+
+# The largest number of accumulators (per thread, per column) a bstream
+# kernel keeps in registers before it is not offered.
+MAX_BSTREAM_ACC = 96
+
+# The CUDA candidate table.  Each row: family, parameters, and the named
+# conditions (see _gates) under which it is offered.  Order is the order of
+# offering: PyFR only times the first few.
+CANDIDATES = [
+    # family            parameters                                 gate
+    ('mma-dense', dict(mwarps=2, nwarps=2, ntile=4, kstage=4), 'mma w2'),
+    ('mma-dense', dict(mwarps=4, nwarps=1, ntile=4, kstage=4), 'mma w2'),
+    ('mma-dense', dict(mwarps=4, nwarps=2, ntile=2, kstage=4), 'mma w2'),
+    ('mma-dense', dict(mwarps=8, nwarps=1, ntile=4, kstage=4), 'mma w2'),
+    ('mma-dense', dict(mwarps=8, nwarps=1, ntile=2, kstage=8), 'mma w2'),
+    ('cstream', dict(width=2, ld='nc'), 'w2 stream'),
+    ('bstream', dict(width=2, ld='cs'), 'w2 smallm stream'),
+    ('cstream', dict(width=1, ld='nc'), 'stream'),
+    ('bstream', dict(width=1, ld='cs'), 'smallm stream'),
+    ('bstream-msplit', dict(width=2, msplit=2, bsz=16, ld='cs'), 'w2 stream'),
+    ('bstream-msplit', dict(width=2, msplit=4, bsz=16, ld='cs'), 'w2 stream'),
+    ('bstream-msplit', dict(width=1, msplit=4, bsz=16, ld='cs'), 'stream'),
+    ('bstream-msplit', dict(width=1, msplit=8, bsz=16, ld='cs'), 'stream'),
+    ('cstream', dict(width=2, ld='cs'), 'w2 stream'),
+    ('cstream', dict(width=1, ld='reload'), 'bigk stream'),
+    ('cstream-ksplit', dict(ksplit=2), 'stream'),
+    ('cstream-ksplit', dict(ksplit=4), 'stream'),
+]
+
+# Where mma-dense is offered, the unrolled streaming families are not for
+# operators with more non-zeros than this: they lose to the tensor cores
+# there and take minutes each to compile.
+MAX_STREAM_NNZ_DENSE = 8192
+
+# Streaming families run this many threads per block.
+STREAM_BLOCK = 128
+
+
+def _gates(mm, dtype, cc):
+    """The named conditions a candidate row may require."""
+    nacc = mm.info.m - len(mm.info.zero_rows)
+    mma_offered = (dtype == np.float64 and cc >= (8, 0)
+                   and mma_worth_it(mm.info) and mm.width2_ok())
+    return {
+        'w2': mm.width2_ok(),
+        'beta': mm.beta != 0,
+        'smallm': nacc <= MAX_BSTREAM_ACC,
+        'bigk': len(mm.info.bix) > 64,
+        'stream': not (mma_offered and mm.info.nnz > MAX_STREAM_NNZ_DENSE),
+        'mma': mma_offered,
+    }
+
+
+class CUDAMatMul(MatMul):
+    platform = 'cuda'
+
+    def _check_opts(self, compute_capability=(9, 0)):
+        cc = compute_capability
+        if (not isinstance(cc, (tuple, list)) or len(cc) != 2
+                or not all(isinstance(x, int) and not isinstance(x, bool)
+                           for x in cc)):
+            raise TypeError('compute_capability must be a (major, minor) '
+                            f'pair of ints, not {cc!r}')
+        cc = tuple(cc)
+        if not (7, 0) <= cc < (20, 0) or not 0 <= cc[1] < 10:
+            raise ValueError(f'compute_capability {cc} is not a supported '
+                             'NVIDIA architecture (7.0 or later)')
+        return {'compute_capability': cc}
+
+    def _candidates(self, dtype, compute_capability):
+        gates = _gates(self, dtype, compute_capability)
+        out = []
+        for family, params, need in CANDIDATES:
+            if not all(gates[g] for g in need.split()):
+                continue
+            cand = Candidate(family, params,
+                             {'compute_capability': compute_capability})
+            if self._fits(cand, dtype) and cand not in out:
+                out.append(cand)
+        return out
+
+    def _fits(self, cand, dtype):
+        block, shared, _ = self._geometry(cand, dtype)
+        if cand.family == 'mma-dense' and mma_accumulators(
+                self.A, cand.params) > MAX_MMA_ACC:
+            return False
+        return (block[0]*block[1] <= 1024
+                and shared <= MAX_STATIC_SHARED)
+
+    # -- geometry and template contexts per family -----------------------
+    def _geometry(self, cand, dtype):
+        """(block, shared bytes, columns per thread) without the plan."""
+        p = cand.params
+        size = np.dtype(dtype).itemsize
+        w = p.get('width', 1)
+        if cand.family in ('cstream', 'bstream'):
+            return (STREAM_BLOCK, 1, 1), 0, w
+        if cand.family == 'bstream-msplit':
+            ms = min(p['msplit'], self.info.m)
+            return (WARP, ms, 1), 2*p['bsz']*WARP*w*size, w
+        if cand.family == 'cstream-ksplit':
+            ks = p['ksplit']
+            return (WARP, ks, 1), (ks - 1)*self.info.m*WARP*size, 1
+        if cand.family == 'mma-dense':
+            g = mma_geometry(self.A, p['mwarps'], p['nwarps'], p['ntile'],
+                             p['kstage'])
+            return g['block'], g['shared'], 1
+        raise ValueError(f'unknown CUDA family {cand.family!r}')
+
+    def _context(self, cand, dtype):
+        block, shared, width = self._geometry(cand, dtype)
+        lit = lambda x: self.lit(x, dtype)  # noqa: E731
+        ctx = {'lit': lit, 'zero_rows': set(self.info.zero_rows),
+               'ld': cand.params.get('ld', 'nc')}
+        p = cand.params
+        if cand.family == 'cstream':
+            ctx['plan'] = plans.cstream_plan(self.A)
+        elif cand.family == 'bstream':
+            ctx['plan'] = plans.bstream_plan(self.A)
+        elif cand.family == 'bstream-msplit':
+            ctx['plan'] = plans.msplit_plan(self.A, block[1], p['bsz'])
+            ctx.update(bsz=p['bsz'], preload_c=p.get('preload_c', False))
+        elif cand.family == 'cstream-ksplit':
+            ctx['plan'] = plans.ksplit_plan(self.A, block[1])
+            ctx.update(preload_c=p.get('preload_c', False))
+        elif cand.family == 'mma-dense':
+            ctx['plan'] = mma_plan(self.A, p['mwarps'], p['nwarps'],
+                                   p['ntile'], p['kstage'])
+        return ctx, block, shared, width
+
+    def render(self, cand, dtype, kname='gimmik_mm'):
+        src, meta = super().render(cand, dtype, kname)
+        meta['compute_capability'] = cand.opts['compute_capability']
+        if cand.family == 'mma-dense':
+            p = cand.params
+            meta['cols_per_block'] = MMA_N*p['nwarps']*p['ntile']
+        if self.baked_n:
+            meta['grid'] = self.launch_config(meta, self.n)[0]
+        return src, meta
+
+    @staticmethod
+    def launch_config(meta, n):
+        """(grid, block) for a candidate's meta and n columns."""
+        block = tuple(meta['block'])
+        cols = meta.get('cols_per_block') or block[0]*meta['width']
+        return (max(1, -(-int(n) // cols)), 1, 1), block
+
+
+# -- mma-dense: the FP64 tensor-core bake -----------------------------------
+#
+# mma.sync.aligned.m8n8k4.row.col.f64 computes D(8x8) = A(8x4)*B(4x8) + C
+# over one warp.  With g = lane/4 and t = lane%4 (PTX ISA, "Matrix fragments
+# for mma.m8n8k4 with .f64 floating point type"):
+#   A: lane holds A[g][t];  B: lane holds B[t][g];
+#   C/D: lane holds C[g][2t] and C[g][2t + 1].
+# Here the MMA's M is the rows of our A, its N the columns of the panels and
+# its K the columns of our A.
+
+MMA_M, MMA_N, MMA_K = 8, 8, 4
+
+# mma-dense is offered for f64 operators at least this dense with at least
+# this many multiply-adds per column.
+MMA_MIN_MK = 32*32
+
+
+def mma_worth_it(info):
+    return info.density >= DENSE_DENSITY and info.m*info.k >= MMA_MIN_MK
+
+
+# The largest number of f64 accumulators per thread an mma-dense kernel keeps.
+MAX_MMA_ACC = 96
+
+
+def mma_accumulators(A, params):
+    """f64 accumulators per thread: 2 per (m-tile, n-tile) of a warp."""
+    nmt = -(-A.shape[0] // MMA_M)
+    return 2*params['ntile']*-(-nmt // params['mwarps'])
+
+
+def mma_tiles(A):
+    """A padded with zeros to multiples of the MMA tile, as an array of
+    tiles [mt][kt][8][4], and the mask of tiles with a non-zero."""
+    m, k = A.shape
+    mt, kt = -(-m // MMA_M), -(-k // MMA_K)
+    pad = np.zeros((mt*MMA_M, kt*MMA_K))
+    pad[:m, :k] = A
+    tiles = pad.reshape(mt, MMA_M, kt, MMA_K).transpose(0, 2, 1, 3)
+    return tiles, (tiles != 0).any(axis=(2, 3))
+
+
+def mma_a_fragment(tile):
+    """The 32 per-lane A values of one 8x4 tile: lane l holds
+    tile[l//4][l%4]."""
+    lanes = np.arange(32)
+    return tile[lanes // 4, lanes % 4]
+
+
+def mma_model(afrag, bfrag, cfrag):
+    """NumPy model of one mma.m8n8k4 f64 on per-lane fragments: afrag and
+    bfrag (32,), cfrag (32, 2); returns dfrag (32, 2)."""
+    lanes = np.arange(32)
+    a = np.zeros((MMA_M, MMA_K))
+    b = np.zeros((MMA_K, MMA_N))
+    c = np.zeros((MMA_M, MMA_N))
+    a[lanes // 4, lanes % 4] = afrag
+    b[lanes % 4, lanes // 4] = bfrag
+    c[lanes // 4, 2*(lanes % 4)] = cfrag[:, 0]
+    c[lanes // 4, 2*(lanes % 4) + 1] = cfrag[:, 1]
+    d = a @ b + c
+    return np.stack([d[lanes // 4, 2*(lanes % 4)],
+                     d[lanes // 4, 2*(lanes % 4) + 1]], axis=1)
+
+
+def mma_geometry(A, mwarps, nwarps, ntile, kstage):
+    m, k = A.shape
+    nthreads = WARP*mwarps*nwarps
+    cols = MMA_N*nwarps*ntile
+    rows = MMA_K*kstage
+    return {'block': (nthreads, 1, 1), 'cols': cols, 'rows': rows,
+            'stride': mma_row_stride(cols),
+            'shared': 2*rows*mma_row_stride(cols)*8}
+
+
+def mma_row_stride(cols):
+    """Shared-memory row stride (doubles) of a B stage: the B fragment
+    reads of a half warp (4 rows x 4 columns) hit 16 distinct bank pairs
+    when the stride is 4 mod 16."""
+    return cols + (4 - cols) % 16
+
+
+@dataclass
+class MmaPlan:
+    """mma-dense: warp w = wy*nwarps + wx owns the m-tiles mtiles[wy] and
+    the n-tiles wx*ntile ... + ntile - 1 of the block's columns.  B is
+    staged in k-stages of kstage k-tiles; in stage s warp row wy runs
+    steps[s][wy] = [(kt_in_stage, [(mt_index, fragment slot)])].  frags is
+    the table of A fragments [slot][32] the kernel reads."""
+    mwarps: int
+    nwarps: int
+    ntile: int
+    kstage: int
+    nstages: int
+    mtiles: list
+    steps: list
+    frags: np.ndarray
+    cols: int
+    rows: int
+    stride: int
+
+
+def mma_plan(A, mwarps, nwarps, ntile, kstage):
+    m, k = A.shape
+    tiles, mask = mma_tiles(A)
+    nmt, nkt = mask.shape
+    # split the m-tiles into mwarps contiguous groups of similar work
+    work = mask.sum(axis=1) + 1
+    bounds, cum = [0], np.cumsum(work)
+    for p in range(1, mwarps):
+        b = int(np.searchsorted(cum, cum[-1]*p/mwarps)) + 1
+        bounds.append(min(max(b, bounds[-1]), nmt))
+    bounds.append(nmt)
+    mtiles = [list(range(b0, b1)) for b0, b1 in zip(bounds, bounds[1:])]
+    nstages = -(-nkt // kstage)
+    frags, steps = [], []
+    for s in range(nstages):
+        per_wy = []
+        for wy in range(mwarps):
+            ksteps = []
+            for kk in range(kstage):
+                kt = s*kstage + kk
+                if kt >= nkt:
+                    break
+                ups = []
+                for a, mt in enumerate(mtiles[wy]):
+                    if mask[mt, kt]:
+                        ups.append((a, len(frags)))
+                        frags.append(mma_a_fragment(tiles[mt, kt]))
+                if ups:
+                    ksteps.append((kk, ups))
+            per_wy.append(ksteps)
+        steps.append(per_wy)
+    g = mma_geometry(A, mwarps, nwarps, ntile, kstage)
+    return MmaPlan(mwarps, nwarps, ntile, kstage, nstages, mtiles, steps,
+                   np.array(frags).reshape(-1, 32), g['cols'], g['rows'],
+                   g['stride'])
+
+
+def mma_reference(plan, A, B):
+    """Evaluate A @ B (B with plan.cols columns) the way the kernel does,
+    one mma at a time on fragments, with the NumPy MMA model; for tests."""
+    m, k = A.shape
+    lanes = np.arange(32)
+    nmt = sum(len(t) for t in plan.mtiles)
+    Bp = np.zeros((plan.nstages*plan.rows, plan.cols))
+    Bp[:k] = B
+    C = np.zeros((nmt*MMA_M, plan.cols))
+    for wy, mts in enumerate(plan.mtiles):
+        for nt in range(plan.cols // MMA_N):
+            acc = {a: np.zeros((32, 2)) for a in range(len(mts))}
+            for s in range(plan.nstages):
+                for kk, ups in plan.steps[s][wy]:
+                    r0 = s*plan.rows + kk*MMA_K
+                    bfrag = Bp[r0 + lanes % 4, nt*MMA_N + lanes // 4]
+                    for a, slot in ups:
+                        acc[a] = mma_model(plan.frags[slot], bfrag, acc[a])
+            for a, mt in enumerate(mts):
+                rows = mt*MMA_M + lanes // 4
+                C[rows, nt*MMA_N + 2*(lanes % 4)] = acc[a][:, 0]
+                C[rows, nt*MMA_N + 2*(lanes % 4) + 1] = acc[a][:, 1]
+    return C[:m]

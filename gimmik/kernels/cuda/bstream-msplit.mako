@@ -1,0 +1,118 @@
+<%inherit file="base.mako"/>
+## bstream-msplit: the rows of A are split across the block's blockDim.y
+## warps (plan.groups); the used rows of B are staged through a double
+## buffered shared memory chunk of bsz rows, which each warp loads a share of.
+## The next chunk's global loads are issued before the current chunk's FMAs.
+<%
+    W = width
+    VT = self.vt(W)
+    nstage = max(len(ld) for per_q in plan.loads for ld in per_q)
+%>
+## Run body(y) for this thread's warp y (wave-uniform).
+<%def name="per_wave(body)">\
+    switch (threadIdx.y)
+    {
+% for y in range(len(plan.groups)):
+    case ${y}:
+${body(y)}\
+        break;
+% endfor
+    }
+</%def>
+## A guard on this thread's columns: full(w) for whole groups, and for width
+## two a scalar fallback on a ragged last column.
+<%def name="guarded(body)">\
+% if W == 2:
+        if (col + 1 < n)
+        {
+${body(2)}\
+        }
+        else if (col < n)
+        {
+${body(1)}\
+        }
+% else:
+        if (col < n)
+        {
+${body(1)}\
+        }
+% endif
+</%def>
+<%def name="stage_load(q, y)">\
+<%def name="loads(w)">\
+% for s, r in enumerate(plan.loads[q][y]):
+            st${s}${'' if w == W else '.x'} = ${self.load_b(plan.chunks[q][r], 'col', w)};
+% endfor
+</%def>\
+${guarded(loads)}\
+</%def>
+<%def name="stage_store(q, y)">\
+% for s, r in enumerate(plan.loads[q][y]):
+        bsh[${q % 2}][${r}][threadIdx.x] = st${s};
+% endfor
+</%def>
+<%def name="compute(q, y)">\
+% for a, v, r, first in plan.updates[q][y]:
+        acc${a} ${'=' if first and not preload_c else '+='} ${lit(v)}*bsh[${q % 2}][${r}][threadIdx.x];
+% endfor
+</%def>
+<%def name="preload(y)">\
+<%
+    r0, r1 = plan.groups[y]
+%>\
+<%def name="rows(w)">\
+% for i in range(r0, r1):
+            acc${i - r0}${'' if w == W else '.x'} = ${'' if beta == 1 else betalit + '*'}${self.load_c(i, 'col', w)};
+% endfor
+</%def>\
+${guarded(rows)}\
+</%def>
+<%def name="finish_rows(y)">\
+<%
+    r0, r1 = plan.groups[y]
+    touched = {a for per_q in plan.updates for a, _, _, _ in per_q[y]}
+%>\
+<%def name="rows(w)">\
+% for i in range(r0, r1):
+<%
+    acc = f'acc{i - r0}' + ('' if w == W else '.x')
+%>\
+% if preload_c:
+    ${self.store_c(i, 'col', w, acc)};
+% else:
+${self.finish(i, 'col', w, acc if i - r0 in touched else None)}\
+% endif
+% endfor
+</%def>\
+${guarded(rows)}\
+</%def>
+${self.prologue()}\
+    const int col = ${W}*(blockIdx.x*blockDim.x + threadIdx.x);
+    __shared__ ${VT} bsh[2][${bsz}][${block[0]}];
+    ${VT} ${', '.join(f'acc{a}' for a in range(plan.nacc))};
+    ${VT} ${', '.join(f'st{s}' for s in range(nstage))};
+% if preload_c:
+
+    // C, scaled by beta, is the starting value of the accumulators
+${per_wave(preload)}\
+% endif
+
+    // Stage chunk 0 of B
+${per_wave(lambda y: stage_load(0, y))}\
+${per_wave(lambda y: stage_store(0, y))}\
+    __syncthreads();
+% for q in range(len(plan.chunks)):
+
+    // Chunk ${q}: B rows ${', '.join(str(j) for j in plan.chunks[q])}
+% if q + 1 < len(plan.chunks):
+${per_wave(lambda y: stage_load(q + 1, y))}\
+% endif
+${per_wave(lambda y: compute(q, y))}\
+% if q + 1 < len(plan.chunks):
+${per_wave(lambda y: stage_store(q + 1, y))}\
+    __syncthreads();
+% endif
+% endfor
+
+${per_wave(finish_rows)}\
+}

@@ -1,0 +1,73 @@
+<%inherit file="base.mako"/>
+## cstream-ksplit: the used columns of A are split across the block's
+## blockDim.y warps (plan.kcols); each sums its share of every row of C,
+## hands the partial sums of rows it does not own to their owner through shared memory,
+## and each owner finishes its rows.
+<%
+    ks = block[1]
+    owned = [[i for i in range(m) if plan.owner[i] == y] for y in range(ks)]
+    nown = max(len(o) for o in owned)
+    # which warps hand a partial of row i over
+    givers = [[y for y in range(ks) if plan.slot[y][i] is not None and plan.terms[y][i]] for i in range(m)]
+%>
+<%def name="per_wave(body)">\
+    switch (threadIdx.y)
+    {
+% for y in range(ks):
+    case ${y}:
+        if (col < n)
+        {
+${body(y)}\
+        }
+        break;
+% endfor
+    }
+</%def>
+<%def name="partials(y)">\
+% for i in owned[y]:
+% if preload_c:
+            own${owned[y].index(i)} = ${'' if beta == 1 else betalit + '*'}${self.load_c(i, 'col', 1)};
+% endif
+% endfor
+% for j in plan.loads[y]:
+            const ${dtype} b${j} = ${self.load_b(j, 'col', 1)};
+% endfor
+% for i in range(m):
+<%
+    expr = ' + '.join(f'{lit(v)}*b{j}' for j, v in plan.terms[y][i])
+%>\
+% if not expr:
+% elif plan.slot[y][i] is not None:
+            red[${plan.slot[y][i]}][${i}][threadIdx.x] = ${expr};
+% elif preload_c:
+            own${owned[y].index(i)} += ${expr};
+% else:
+            own${owned[y].index(i)} = ${expr};
+% endif
+% endfor
+</%def>
+<%def name="finish_rows(y)">\
+% for o, i in enumerate(owned[y]):
+<%
+    parts = ([f'own{o}'] if preload_c or plan.terms[y][i] else []) + \
+            [f'red[{plan.slot[g][i]}][{i}][threadIdx.x]' for g in givers[i]]
+%>\
+% if preload_c:
+    ${self.store_c(i, 'col', 1, ' + '.join(parts))};
+% else:
+    ${self.finish(i, 'col', 1, ' + '.join(parts) or None)}\
+% endif
+% endfor
+</%def>
+${self.prologue()}\
+    const int col = blockIdx.x*blockDim.x + threadIdx.x;
+    __shared__ ${dtype} red[${ks - 1}][${m}][${block[0]}];
+    ${dtype} ${', '.join(f'own{o}' for o in range(nown))};
+
+    // Partial sums over this warp's columns of A
+${per_wave(partials)}\
+    __syncthreads();
+
+    // Owners add the other warps' partials and store
+${per_wave(finish_rows)}\
+}

@@ -1,0 +1,181 @@
+"""The `cuda` runtime: CuPy for memory, kernels (NVRTC, or nvcc when it is on
+the PATH) and events; cuBLAS dgemm/sgemm as the vendor baseline."""
+
+import os
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+from gimmik.runtime import Runtime as _Runtime, RuntimeUnavailable
+
+try:
+    import cupy
+    from cupy_backends.cuda.libs import cublas as _cublas
+except Exception as e:  # ImportError, or a broken CUDA install
+    cupy = None
+    _IMPORT_ERROR = e
+
+
+class Runtime(_Runtime):
+    name = 'cuda'
+
+    def __init__(self, device=0, compiler='auto'):
+        if cupy is None:
+            raise RuntimeUnavailable(f'cupy is not importable: {_IMPORT_ERROR}')
+        try:
+            ndev = cupy.cuda.runtime.getDeviceCount()
+        except Exception as e:
+            raise RuntimeUnavailable(f'no CUDA device: {e}') from e
+        if isinstance(device, bool) or not isinstance(device, int) \
+                or not 0 <= device < ndev:
+            raise ValueError(f'device must be an index below {ndev}, '
+                             f'not {device!r}')
+        if compiler not in ('auto', 'nvcc', 'nvrtc'):
+            raise ValueError(f'compiler must be auto, nvcc or nvrtc, not '
+                             f'{compiler!r}')
+        self._dev = cupy.cuda.Device(device)
+        self._dev.use()
+        props = cupy.cuda.runtime.getDeviceProperties(device)
+        self._name = props['name'].decode()
+        self.cc = (int(props['major']), int(props['minor']))
+        self.sms = int(props['multiProcessorCount'])
+        nvcc = shutil.which('nvcc')
+        self.compiler = ('nvcc' if nvcc and compiler != 'nvrtc' else 'nvrtc')
+
+    # -- description -----------------------------------------------------
+    @property
+    def device(self):
+        return f'{self._name} (sm_{self.cc[0]}{self.cc[1]})'
+
+    def matmul(self, A, beta, **sizes):
+        from gimmik.cuda import CUDAMatMul
+        return CUDAMatMul(A, beta=beta, **sizes)
+
+    def kernel_options(self):
+        return {'compute_capability': self.cc}
+
+    # -- memory ----------------------------------------------------------
+    def upload(self, host):
+        return cupy.asarray(np.ascontiguousarray(host))
+
+    def download(self, buf, out):
+        out[...] = cupy.asnumpy(buf)
+
+    # -- kernels ---------------------------------------------------------
+    def arch(self, meta=None):
+        cc = (meta or {}).get('compute_capability') or self.cc
+        return f'sm_{cc[0]}{cc[1]}'
+
+    def build(self, src, meta, timeout=None):
+        """Compile a source to a cubin (bytes) with nvcc; safe to call from
+        several threads at once.  Returns None when nvcc is not in use (the
+        source is then compiled by NVRTC in load())."""
+        if self.compiler != 'nvcc':
+            return None
+        with tempfile.TemporaryDirectory(prefix='gimmik-cuda-') as tmp:
+            cu, cubin = os.path.join(tmp, 'k.cu'), os.path.join(tmp, 'k.cubin')
+            with open(cu, 'w') as f:
+                f.write(src)
+            cmd = ['nvcc', '-cubin', f'-arch={self.arch(meta)}', '-O3',
+                   '-Xptxas', '-v', '-o', cubin, cu]
+            p = subprocess.run(cmd, capture_output=True, text=True,
+                               timeout=timeout)
+            if p.returncode:
+                raise RuntimeError(f'nvcc failed on {meta.get("variant")}:'
+                                   f'\n{p.stderr[-4000:]}')
+            with open(cubin, 'rb') as f:
+                return f.read()
+
+    def load(self, src, meta, cubin=None):
+        """A launch function from a cubin from build(), or from the source
+        through NVRTC when cubin is None."""
+        if cubin is not None:
+            with tempfile.NamedTemporaryFile(suffix='.cubin') as f:
+                f.write(cubin)
+                f.flush()
+                mod = cupy.RawModule(path=f.name)
+                kern = mod.get_function(meta['kname'])
+        else:
+            mod = cupy.RawModule(code=src, options=(
+                '-std=c++17', f'-arch={self.arch(meta)}'))
+            kern = mod.get_function(meta['kname'])
+        return self._launcher(kern, mod, meta)
+
+    def compile(self, src, meta):
+        return self.load(src, meta, self.build(src, meta))
+
+    def _launcher(self, kern, mod, meta):
+        from gimmik.cuda import CUDAMatMul
+        baked = meta.get('n') is not None
+
+        def launch(b, c, n, ldb, ldc):
+            grid, block = CUDAMatMul.launch_config(meta, n)
+            if baked:
+                kern(grid, block, (b, c))
+            else:
+                kern(grid, block, (np.int32(n), b, np.int32(ldb), c,
+                                   np.int32(ldc)))
+        launch.kernel, launch.module = kern, mod
+        return launch
+
+    def launch_feedback(self, src, meta):
+        return {}
+
+    def kernel_attributes(self, launch):
+        """Registers and local memory of a compiled launch function."""
+        a = launch.kernel.attributes
+        return {'registers': a.get('num_regs'),
+                'local_mem': a.get('local_size_bytes')}
+
+    # -- the vendor baseline --------------------------------------------
+    def vendor_gemm(self, A, alpha, beta, dtype):
+        dtype = np.dtype(dtype)
+        m, k = A.shape
+        a = cupy.asarray(np.ascontiguousarray(A, dtype=dtype))
+        scal = np.array([alpha, beta], dtype=dtype)
+        gemm = _cublas.dgemm if dtype == np.float64 else _cublas.sgemm
+        handle = cupy.cuda.device.get_cublas_handle()
+        nop = _cublas.CUBLAS_OP_N
+
+        # Row-major C (m x n) = A (m x k) B (k x n) is column-major
+        # C^T (n x m) = B^T (n x k) A^T (k x m).
+        def launch(b, c, n, ldb, ldc):
+            _cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)
+            _cublas.setPointerMode(handle, _cublas.CUBLAS_POINTER_MODE_HOST)
+            gemm(handle, nop, nop, n, m, k, scal.ctypes.data, b.data.ptr,
+                 ldb, a.data.ptr, k, scal.ctypes.data + dtype.itemsize,
+                 c.data.ptr, ldc)
+        launch.keep = (a, scal)
+        return launch
+
+    # -- timing ----------------------------------------------------------
+    def time(self, launch, args, *, warmup=2, repeats=10):
+        for _ in range(warmup):
+            launch(*args)
+        evs = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(repeats)]
+        for start, stop in evs:
+            start.record()
+            launch(*args)
+            stop.record()
+        evs[-1][1].synchronize()
+        times = [cupy.cuda.get_elapsed_time(s, e)*1e-3 for s, e in evs]
+        return float(np.median(times))
+
+    def copy_bandwidth(self, nbytes=1 << 30):
+        half = int(nbytes) // 2 // 8 * 8
+        src = cupy.empty(half, dtype=np.uint8)
+        src.fill(1)
+        dst = cupy.empty_like(src)
+
+        def launch():
+            cupy.cuda.runtime.memcpyAsync(
+                dst.data.ptr, src.data.ptr, half,
+                cupy.cuda.runtime.memcpyDeviceToDevice,
+                cupy.cuda.get_current_stream().ptr)
+        t = self.time(launch, (), warmup=3, repeats=20)
+        return 2*half/t
+
+    def synchronize(self):
+        cupy.cuda.get_current_stream().synchronize()
