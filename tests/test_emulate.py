@@ -1,0 +1,120 @@
+"""The CPU executor itself: argument checks, barrier semantics, poisoned
+LDS, and the errors it reports instead of hanging."""
+
+import numpy as np
+import pytest
+
+from conftest import Panels
+from gimmik import HIPMatMul
+from gimmik.emulate import EmulatorError, run_hip
+
+PROLOGUE = '''extern "C" __global__ void __launch_bounds__(128)
+gimmik_mm(int n, const double* __restrict__ b, int ldb,
+          double* __restrict__ c, int ldc)
+{
+    const int col = blockIdx.x*blockDim.x + threadIdx.x;
+'''
+
+
+def meta_for(block=(64, 2, 1), m=2, k=2):
+    return {'dtype': 'float64', 'args': ('n', 'b', 'ldb', 'c', 'ldc'),
+            'block': block, 'width': 1, 'm': m, 'k': k, 'n': None}
+
+
+def panels(n=100, m=2, k=2):
+    return np.ones((k, n)), np.zeros((m, n))
+
+
+def test_block_exchange_through_lds():
+    """Wavefront 1 reads what wavefront 0 wrote, after a barrier."""
+    src = PROLOGUE + '''
+    __shared__ double x[64];
+    if (threadIdx.y == 0)
+        x[threadIdx.x] = col < n ? 2.0*b[col] : 0.0;
+    __syncthreads();
+    if (threadIdx.y == 1 && col < n)
+        c[col] = x[threadIdx.x] + 1.0;
+}
+'''
+    b, c = panels()
+    b[0] = np.arange(100)
+    run_hip(src, meta_for(), b, c)
+    assert np.array_equal(c[0], 2*np.arange(100) + 1)
+
+
+def test_lds_starts_poisoned():
+    src = PROLOGUE + '''
+    __shared__ double x[64];
+    if (col < n) c[col] = x[threadIdx.x];
+}
+'''
+    b, c = panels()
+    run_hip(src, meta_for((64, 1, 1)), b, c)
+    assert np.isnan(c[0]).all()
+
+
+def test_divergent_barrier_is_an_error():
+    src = PROLOGUE + '''
+    if (threadIdx.x == 5) return;
+    __syncthreads();
+    if (col < n) c[col] = 1.0;
+}
+'''
+    b, c = panels()
+    with pytest.raises(EmulatorError, match='divergent __syncthreads'):
+        run_hip(src, meta_for(), b, c)
+
+
+def test_compile_error_carries_the_log():
+    src = PROLOGUE + '    this is not C++;\n}\n'
+    b, c = panels()
+    with pytest.raises(RuntimeError, match='rejected'):
+        run_hip(src, meta_for(), b, c)
+
+
+@pytest.fixture
+def baked(rng):
+    A = rng.standard_normal((4, 3))
+    mm = HIPMatMul(A, n=50, ldb=52, ldc=54)
+    src, meta = next(mm.kernels('f64'))
+    return A, src, meta
+
+
+def test_baked_sizes_must_match(rng, baked):
+    A, src, meta = baked
+    p = Panels(rng, A, 0.0, np.float64, 50, 52, 54)
+    run_hip(src, meta, p.b, p.c)
+    p.check('baked')
+    for n, lb, lc, what in ((49, 52, 54, 'n'), (50, 50, 54, 'ldb'),
+                            (50, 52, 56, 'ldc')):
+        q = Panels(rng, A, 0.0, np.float64, n, lb, lc)
+        with pytest.raises(ValueError, match=f'{what} is'):
+            run_hip(src, meta, q.b, q.c)
+
+
+def test_panel_checks(rng, baked):
+    A, src, meta = baked
+    p = Panels(rng, A, 0.0, np.float64, 50, 52, 54)
+    with pytest.raises(TypeError, match='dtype'):
+        run_hip(src, meta, p.b.astype(np.float32), p.c)
+    with pytest.raises(TypeError, match='NumPy array'):
+        run_hip(src, meta, p.b.tolist(), p.c)
+    with pytest.raises(ValueError, match='rows'):
+        run_hip(src, meta, p.b[:2], p.c)
+    with pytest.raises(ValueError, match='unit stride'):
+        run_hip(src, meta, p.bfull[:, ::2][:, :50], p.c)
+    ro = p.c.copy()
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match='read-only'):
+        run_hip(src, meta, p.b, ro)
+
+
+def test_misaligned_panels_rejected(rng):
+    A = rng.standard_normal((3, 3))
+    mm = HIPMatMul(A, aligne=2)
+    src, meta = next((s, m) for s, m in mm.kernels('f64')
+                     if m['width'] == 2)
+    b = np.ones((3, 41))[:, 1:]        # odd start: not 2-element aligned
+    c = np.zeros((3, 40))
+    with pytest.raises(ValueError, match='aligned'):
+        run_hip(src, meta, b, c)
