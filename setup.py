@@ -9,6 +9,8 @@ setup(
     package_data={'gimmik': ['kernels/*/*.mako', 'emulate/*.h']},
     python_requires='>=3.10',
     install_requires=['mako', 'numpy', 'hip-python'],
-    extras_require={'test': ['pytest', 'hypothesis', 'scipy']},
+    extras_require={'test': ['pytest', 'pytest-xdist', 'hypothesis', 'scipy',
+                             'matplotlib'],
+                    'plot': ['matplotlib']},
     entry_points={'console_scripts': ['gimmik = gimmik.cli:main']},
 )
