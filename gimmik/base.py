@@ -12,7 +12,8 @@ import numpy as np
 
 from gimmik.analysis import analyse
 from gimmik.validate import (c_literal, check_dtype, check_kname,
-                             check_matrix, check_scalar, check_sizes)
+                             check_matrix, check_representable, check_scalar,
+                             check_sizes)
 
 _KERNEL_DIR = os.path.join(os.path.dirname(__file__), 'kernels')
 
@@ -81,6 +82,7 @@ class MatMul:
     def kernels(self, dtype, kname='gimmik_mm', **opts):
         """Generate (src, meta) candidates; send() feedback to prune."""
         dtype = check_dtype(dtype)
+        check_representable(self.A, self.beta, dtype)  # reliability
         kname = check_kname(kname)
         opts = self._check_opts(**opts)
         cands = self._candidates(dtype, **opts)

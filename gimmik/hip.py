@@ -1,6 +1,7 @@
 """HIP generator for AMD CDNA GPUs (MI250X gfx90a, MI300X gfx942, MI355X
 gfx950)."""
 
+import numbers
 import re
 
 import numpy as np
@@ -97,7 +98,9 @@ class HIPMatMul(MatMul):
     def _check_opts(self, gcn_arch='gfx942', warp_size=64):
         if not isinstance(gcn_arch, str) or not _ARCH.match(gcn_arch):
             raise ValueError(f'gcn_arch {gcn_arch!r} is not a gfx arch name')
-        if isinstance(warp_size, bool) or warp_size not in (32, 64):
+        # reliability: 64.0 used to pass and put floats into the launch bounds
+        if isinstance(warp_size, bool) or not isinstance(
+                warp_size, numbers.Integral) or warp_size not in (32, 64):
             raise ValueError(f'warp_size must be 32 or 64, not {warp_size!r}')
         return {'gcn_arch': gcn_arch, 'warp_size': warp_size}
 

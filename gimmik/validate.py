@@ -28,7 +28,8 @@ _RESERVED = frozenset('''
     virtual void volatile wchar_t while xor xor_eq _Bool _Complex _Imaginary
     _Alignas _Alignof _Atomic _Generic _Noreturn _Static_assert
     _Thread_local main threadIdx blockIdx blockDim gridDim warpSize
-'''.split())
+    NULL gimmik_v2
+'''.split())  # reliability: NULL and gimmik_v2 (a template typedef) broke builds
 
 _DTYPES = {np.dtype(np.float32): np.float32, np.dtype(np.float64): np.float64}
 
@@ -89,18 +90,28 @@ def check_scalar(x, arg):
     """Return x as a finite Python float."""
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real):
         raise TypeError(f'{arg} must be a real number, not {type(x).__name__}')
-    x = float(x)
+    try:
+        x = float(x)
+    except OverflowError as e:  # reliability: huge ints used to escape
+        raise ValueError(f'{arg} is too large for a float64') from e
     if not math.isfinite(x):
         raise ValueError(f'{arg} must be finite, not {x}')
     return x
 
 
-def _check_int(x, arg, minimum):
+# Kernels take n, ldb and ldc as C ints (reliability: larger values used to
+# be baked in and overflow)
+MAX_INT = 2**31 - 1
+
+
+def _check_int(x, arg, minimum, maximum=MAX_INT):
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Integral):
         raise TypeError(f'{arg} must be an integer, not {type(x).__name__}')
     x = int(x)
     if x < minimum:
         raise ValueError(f'{arg} must be at least {minimum}, not {x}')
+    if x > maximum:
+        raise ValueError(f'{arg} must be at most {maximum}, not {x}')
     return x
 
 
@@ -139,12 +150,27 @@ def check_kname(kname):
     return kname
 
 
+def check_representable(A, beta, dtype):
+    """Check that A and beta survive the conversion to dtype: no value
+    overflows to Inf and A does not become all zeros.  (Reliability: float32
+    used to emit `inff` literals for |values| beyond 3.4e38.)"""
+    if dtype != np.float32:
+        return
+    big = float(np.finfo(np.float32).max)
+    if np.abs(A).max() > big:
+        raise ValueError(f'A has values beyond the float32 range (+-{big:.4g})')
+    if abs(beta) > big:
+        raise ValueError(f'beta ({beta}) is beyond the float32 range')
+    if not A.astype(np.float32).any():
+        raise ValueError('A is all zeros in float32')
+
+
 def c_literal(x, dtype):
     """Print x as a C literal of dtype that parses back to the same value."""
     if dtype == np.float32:
         v = np.float32(x)
         s = np.format_float_scientific(v, unique=True, trim='0')
-        if np.float32(s) != v:
+        if np.float32(s) != v or not np.isfinite(v):
             raise AssertionError(f'{x!r} does not round-trip as float32')
         return s + 'f'
     v = float(x)

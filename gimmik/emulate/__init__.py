@@ -15,7 +15,7 @@ import tempfile
 
 import numpy as np
 
-from gimmik.validate import check_kname
+from gimmik.validate import MAX_INT, check_kname
 
 _SHIM = os.path.join(os.path.dirname(__file__), 'hip_shim.h')
 _CXXFLAGS = ['-O1', '-std=c++17', '-shared', '-fPIC', '-w',
@@ -135,6 +135,10 @@ def run_hip(src, meta, b, c, *, kname='gimmik_mm'):
         raise ValueError(f'b has {b.shape[1]} columns and c {n}')
     if ldb < n or ldc < n:
         raise ValueError('row strides of b and c must be at least n')
+    # reliability: the kernels take C ints; larger strides used to crash
+    for name, v in (('n', n), ('ldb', ldb), ('ldc', ldc)):
+        if v > MAX_INT:
+            raise ValueError(f'{name} ({v}) does not fit a C int')
     if meta.get('n') is not None:
         for name, want, got in (('n', meta['n'], n), ('ldb', meta['ldb'], ldb),
                                 ('ldc', meta['ldc'], ldc)):
