@@ -45,6 +45,7 @@ PRELUDE = '''\
 #define __global__ __attribute__((global))
 #define __device__ __attribute__((device))
 #define __shared__ __attribute__((shared))
+#define __constant__ __attribute__((constant))
 #define __launch_bounds__(n) __attribute__((amdgpu_flat_work_group_size(1, n)))
 struct gimmik_isa_dim3 { unsigned x, y, z; };
 #define threadIdx (gimmik_isa_dim3{__builtin_amdgcn_workitem_id_x(), \\
