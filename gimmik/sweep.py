@@ -1,0 +1,418 @@
+"""``gimmik sweep``: autotune every operator of a suite and tabulate it.
+
+Each selected operator is tuned with :func:`gimmik.tune.tune` on one
+runtime (β = 1 for PyFR's M3 and M6, else 0, as PyFR applies them).  One
+row per operator goes to ``DIR/sweep.csv`` and ``DIR/sweep.json``, and the
+tuner's full answer to ``DIR/tune/NAME.json``.  Both tables are rewritten
+atomically after every operator, so an interrupted sweep resumes where it
+stopped: operators already tabulated without an error are skipped.
+
+Throughput figures all come from :func:`gimmik.runtime.moved_bytes` (used
+rows of B read once, C written once and read once when β != 0), for gimmik
+and the vendor BLAS alike; GFLOP/s counts the useful flops, 2·nnz(A)·n.
+"""
+
+import csv
+import io
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+from gimmik.analysis import analyse
+from gimmik.operators import default_beta, provenance, safe_name, suite
+from gimmik.runtime import moved_bytes
+from gimmik.validate import check_dtype
+
+PLATFORMS = ('auto', 'hip', 'cuda', 'c')
+DTYPES = {'f64': 'float64', 'f32': 'float32'}
+
+CSV_NAME = 'sweep.csv'
+JSON_NAME = 'sweep.json'
+TUNE_DIR = 'tune'
+
+# One row per operator, in this column order
+COLUMNS = (
+    'operator',          # suite name, e.g. p3-hex-m460
+    'm', 'k', 'nnz', 'density', 'unique',
+    'beta', 'n', 'dtype', 'platform', 'device',
+    'candidate',         # gimmik's fastest correct candidate (variant)
+    'time_s',            # its median time
+    'gbps',              # moved_bytes / time_s
+    'gflops',            # 2*nnz*n / time_s
+    'copy_gbps',         # measured device copy bandwidth
+    'copy_fraction',     # gbps / copy_gbps
+    'vendor_time_s', 'vendor_gbps', 'vendor_copy_fraction',
+    'speedup',           # vendor_time_s / time_s (> 1: gimmik wins)
+    'use_vendor',        # the tuner would hand this operator to the BLAS
+    'candidates',        # candidates timed
+    'correct',           # of which correct
+    'tune_s',            # wall time of tuning this operator
+    'error',             # empty, or why the operator has no result
+)
+_INT_COLUMNS = {'m', 'k', 'nnz', 'unique', 'n', 'candidates', 'correct'}
+_FLOAT_COLUMNS = {'density', 'beta', 'time_s', 'gbps', 'gflops', 'copy_gbps',
+                  'copy_fraction', 'vendor_time_s', 'vendor_gbps',
+                  'vendor_copy_fraction', 'speedup', 'tune_s'}
+_BOOL_COLUMNS = {'use_vendor'}
+
+
+# -- table I/O -------------------------------------------------------------
+def _fmt(value):
+    if value is None:
+        return ''
+    if isinstance(value, bool):
+        return 'true' if value else 'false'
+    if isinstance(value, float):
+        return '' if not math.isfinite(value) else repr(float(value))
+    return str(value)
+
+
+def _parse(col, text):
+    if text == '' and col not in ('operator', 'error', 'candidate'):
+        return None
+    if col in _INT_COLUMNS:
+        return int(text)
+    if col in _FLOAT_COLUMNS:
+        return float(text)
+    if col in _BOOL_COLUMNS:
+        return text.lower() == 'true'
+    return text
+
+
+def read_rows(path):
+    """Rows of a sweep CSV as dicts with typed values."""
+    with open(path, newline='') as f:
+        reader = csv.DictReader(f)
+        missing = set(('operator', 'dtype', 'n', 'error')) \
+            - set(reader.fieldnames or ())
+        if missing:
+            raise ValueError(f'{path} is not a gimmik sweep table: no '
+                             f'column {", ".join(sorted(missing))}')
+        rows = []
+        for lineno, rec in enumerate(reader, start=2):
+            try:
+                rows.append({c: _parse(c, rec.get(c) or '') for c in COLUMNS
+                             if c in rec})
+            except ValueError as e:
+                raise ValueError(f'{path}:{lineno}: bad value: {e}') from e
+    return rows
+
+
+def _atomic_write(path, text):
+    tmp = f'{path}.tmp'
+    with open(tmp, 'w', newline='') as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_tables(outdir, rows, config):
+    """Rewrite DIR/sweep.csv and DIR/sweep.json atomically."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator='\n')
+    w.writerow(COLUMNS)
+    for r in rows:
+        w.writerow([_fmt(r.get(c)) for c in COLUMNS])
+    _atomic_write(os.path.join(outdir, CSV_NAME), buf.getvalue())
+
+    clean = [{c: (None if isinstance(r.get(c), float)
+                  and not math.isfinite(r[c]) else r.get(c))
+              for c in COLUMNS} for r in rows]
+    doc = {'config': config, 'columns': list(COLUMNS), 'rows': clean}
+    _atomic_write(os.path.join(outdir, JSON_NAME),
+                  json.dumps(doc, indent=1) + '\n')
+
+
+# -- one operator ----------------------------------------------------------
+def _dtype_name(dtype):
+    return np.dtype(check_dtype(dtype)).name
+
+
+def _plain(row):
+    """The row with NumPy scalars turned into Python ones."""
+    return {k: v.item() if isinstance(v, np.generic) else v
+            for k, v in row.items()}
+
+
+def _get(obj, key, default=None):
+    if isinstance(obj, dict):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+def result_row(name, A, beta, result, tune_s):
+    """The table row for one operator's TuneResult."""
+    info = analyse(A)
+    n = int(result.n)
+    dtype = _dtype_name(result.dtype)
+    itemsize = np.dtype(dtype).itemsize
+    nbytes = moved_bytes(info, beta, n, itemsize)
+
+    best = result.best or {}
+    vendor = result.vendor or {}
+    t = _get(best, 'time_s')
+    vt = _get(vendor, 'time_s')
+    copy_gbps = result.copy_gbps
+
+    def rate(x, t):
+        return x / t / 1e9 if t and t > 0 else None
+
+    gbps, vgbps = rate(nbytes, t), rate(nbytes, vt)
+    cands = list(result.candidates or ())
+    return _plain({
+        'operator': name, 'm': info.m, 'k': info.k, 'nnz': info.nnz,
+        'density': info.density, 'unique': info.unique, 'beta': beta,
+        'n': n, 'dtype': dtype, 'platform': result.platform,
+        'device': str(result.device),
+        'candidate': _get(best, 'variant') or '',
+        'time_s': t, 'gbps': gbps, 'gflops': rate(2*info.nnz*n, t),
+        'copy_gbps': copy_gbps,
+        'copy_fraction': gbps / copy_gbps if gbps and copy_gbps else None,
+        'vendor_time_s': vt, 'vendor_gbps': vgbps,
+        'vendor_copy_fraction': (vgbps / copy_gbps if vgbps and copy_gbps
+                                 else None),
+        'speedup': vt / t if vt and t else None,
+        'use_vendor': bool(result.use_vendor),
+        'candidates': len(cands),
+        'correct': sum(1 for c in cands if _get(c, 'correct')),
+        'tune_s': tune_s,
+        'error': '' if t else 'no correct candidate',
+    })
+
+
+def error_row(name, A, beta, dtype, n, platform, device, error, tune_s):
+    info = analyse(A)
+    row = dict.fromkeys(COLUMNS)
+    row.update(operator=name, m=info.m, k=info.k, nnz=info.nnz,
+               density=info.density, unique=info.unique, beta=beta, n=n,
+               dtype=dtype, platform=platform, device=device,
+               candidate='', tune_s=tune_s,
+               error=' '.join(str(error).split())[:500] or 'failed')
+    return _plain(row)
+
+
+# -- progress --------------------------------------------------------------
+class Progress:
+    """A one-line progress bar on a terminal, plain lines elsewhere."""
+
+    def __init__(self, total, stream=None, enabled=True):
+        self.total, self.done = total, 0
+        self.stream = stream or sys.stderr
+        self.tty = enabled and hasattr(self.stream, 'isatty') \
+            and self.stream.isatty()
+        self.enabled = enabled
+        self.t0 = time.monotonic()
+
+    def _eta(self):
+        if not self.done:
+            return '?'
+        left = (time.monotonic() - self.t0) / self.done \
+            * (self.total - self.done)
+        return f'{int(left // 60)}m{int(left % 60):02d}s'
+
+    def start(self, name):
+        if self.tty:
+            width = 30
+            fill = width*self.done // max(self.total, 1)
+            bar = '#'*fill + '.'*(width - fill)
+            self.stream.write(f'\r[{bar}] {self.done}/{self.total} '
+                              f'ETA {self._eta()} {name:<20.20s}')
+            self.stream.flush()
+
+    def finish(self, name, message):
+        self.done += 1
+        if self.tty:
+            self.stream.write('\r\033[K')
+        if self.enabled:
+            self.stream.write(f'{self.done:4d}/{self.total} {name:<16s} '
+                              f'{message}\n')
+            self.stream.flush()
+
+    def close(self):
+        if self.tty:
+            self.stream.write('\r\033[K')
+            self.stream.flush()
+
+
+def _summary(row):
+    if row['error']:
+        return f'error: {row["error"][:100]}'
+    vs = f'{row["speedup"]:.2f}x vendor' if row['speedup'] else 'no vendor'
+    frac = (f'{100*row["copy_fraction"]:.0f}% copy'
+            if row['copy_fraction'] else '')
+    return (f'{row["candidate"]:<28s} {row["gbps"]:8.2f} GB/s {frac} '
+            f'{vs}')
+
+
+# -- the sweep ---------------------------------------------------------------
+def _import_tune():
+    try:
+        import gimmik.tune as tune_mod
+    except ImportError as e:
+        raise RuntimeError(f'gimmik sweep needs gimmik.tune: {e}') from e
+    return tune_mod
+
+
+def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
+          n=None, runtime=None, use_cache=True, restart=False,
+          progress=True, tune=None, stream=None):
+    """Tune every operator of a suite matching `ops`; returns the rows.
+
+    Operators already in DIR/sweep.csv without an error are skipped (unless
+    `restart`); the existing table must be for the same dtype and n.
+    `tune` defaults to gimmik.tune.tune; `runtime` to
+    get_runtime(platform)."""
+    if platform not in PLATFORMS:
+        raise ValueError(f'platform must be one of {", ".join(PLATFORMS)}, '
+                         f'not {platform!r}')
+    dtype = _dtype_name(DTYPES.get(dtype, dtype))
+    if n is not None:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) \
+                or n < 1:
+            raise ValueError(f'n must be a positive integer, not {n!r}')
+        n = int(n)
+    if not isinstance(outdir, (str, os.PathLike)):
+        raise TypeError(f'outdir must be a path, not {type(outdir).__name__}')
+    outdir = os.fspath(outdir)
+
+    # Select the operators first: a bad --ops fails before anything runs
+    operators = suite(ops, ops_path)
+
+    if tune is None:
+        tune = _import_tune().tune
+    if runtime is None:
+        from gimmik.runtime import get_runtime
+        runtime = get_runtime(platform)
+    if n is None:
+        n = int(_import_tune().default_n(runtime.name))
+    device = str(runtime.device)
+
+    os.makedirs(os.path.join(outdir, TUNE_DIR), exist_ok=True)
+    csv_path = os.path.join(outdir, CSV_NAME)
+    rows = {}
+    if os.path.exists(csv_path) and not restart:
+        for r in read_rows(csv_path):
+            if r.get('dtype') != dtype or r.get('n') != n:
+                raise ValueError(
+                    f'{csv_path} holds a sweep with dtype {r.get("dtype")} '
+                    f'and n {r.get("n")}, not dtype {dtype} and n {n}: '
+                    f'use another --out or --restart')
+            rows[r['operator']] = r
+
+    config = {'ops': ops if isinstance(ops, str) else ','.join(ops),
+              'ops_path': os.fspath(ops_path) if ops_path else None,
+              'platform': runtime.name, 'device': device, 'dtype': dtype,
+              'n': n}
+    if ops_path is None:
+        try:
+            prov = provenance()
+            config['suite'] = {k: prov.get(k) for k in
+                               ('pyfr_version', 'soln_pts', 'flux_pts')}
+        except (OSError, ValueError):
+            pass
+
+    todo = [name for name in operators
+            if name not in rows or rows[name].get('error')]
+    bar = Progress(len(todo), stream=stream, enabled=progress)
+    if progress and len(todo) < len(operators):
+        print(f'resuming: {len(operators) - len(todo)} of {len(operators)} '
+              f'operators already done in {csv_path}',
+              file=stream or sys.stderr)
+
+    def ordered():
+        return sorted(rows.values(), key=lambda r: _order(r['operator']))
+
+    try:
+        for name in todo:
+            A = operators[name]
+            beta = default_beta(name)
+            bar.start(name)
+            t0 = time.monotonic()
+            try:
+                result = tune(A, beta=beta, dtype=dtype, n=n,
+                              platform=runtime.name, runtime=runtime,
+                              use_cache=use_cache, name=name)
+                row = result_row(name, A, beta, result,
+                                 time.monotonic() - t0)
+                _write_tune_json(outdir, name, result)
+            except (ValueError, TypeError, RuntimeError, OSError,
+                    AssertionError) as e:
+                row = error_row(name, A, beta, dtype, n, runtime.name,
+                                device, f'{type(e).__name__}: {e}',
+                                time.monotonic() - t0)
+            rows[name] = row
+            write_tables(outdir, ordered(), config)
+            bar.finish(name, _summary(row))
+    except KeyboardInterrupt:
+        bar.close()
+        print(f'interrupted: {len(rows)} operators in {csv_path}; run the '
+              f'same command again to resume', file=stream or sys.stderr)
+        raise
+    bar.close()
+    if not todo:
+        write_tables(outdir, ordered(), config)
+    return ordered()
+
+
+def _order(name):
+    from gimmik.operators import sort_key
+    return sort_key(name)
+
+
+def _write_tune_json(outdir, name, result):
+    to_json = getattr(result, 'to_json', None)
+    if to_json is None:
+        return
+    doc = to_json()
+    text = doc if isinstance(doc, str) else json.dumps(doc, indent=1,
+                                                       default=str)
+    _atomic_write(os.path.join(outdir, TUNE_DIR, f'{safe_name(name)}.json'),
+                  text + '\n')
+
+
+# -- command line ------------------------------------------------------------
+def add_arguments(ap):
+    ap.add_argument('--platform', choices=PLATFORMS, default='auto',
+                    help='where to run (default: auto = hip, cuda, then c)')
+    ap.add_argument('--ops', default='*', metavar='GLOB',
+                    help='operators to tune: fnmatch globs over the suite '
+                         'names, comma-separated (default: all; e.g. '
+                         "'p[1-3]-hex-*,*-m460')")
+    ap.add_argument('--ops-path', default=None, metavar='PATH',
+                    help='suite to read: an .npz file or a directory of '
+                         '.mtx files such as p{p}/{ele}/{mat}-sp.mtx '
+                         '(default: the PyFR suite)')
+    ap.add_argument('--n', type=int, default=None,
+                    help='columns of B and C (default: the tuner\'s '
+                         'default for the platform)')
+    ap.add_argument('--dtype', choices=sorted(DTYPES), default='f64')
+    ap.add_argument('--out', default='sweep-results', metavar='DIR',
+                    help='output directory (default: %(default)s); an '
+                         'interrupted sweep resumes from it')
+    ap.add_argument('--restart', action='store_true',
+                    help='ignore results already in DIR')
+    ap.add_argument('--no-cache', action='store_true',
+                    help="do not use the tuner's cache")
+    ap.add_argument('--quiet', action='store_true', help='no progress')
+
+
+def run(args):
+    t0 = time.monotonic()
+    try:
+        rows = sweep(args.out, ops=args.ops, ops_path=args.ops_path,
+                     platform=args.platform, dtype=args.dtype, n=args.n,
+                     use_cache=not args.no_cache, restart=args.restart,
+                     progress=not args.quiet)
+    except KeyboardInterrupt:
+        return 130
+    bad = [r['operator'] for r in rows if r.get('error')]
+    print(f'{len(rows)} operators in {os.path.join(args.out, CSV_NAME)} '
+          f'({time.monotonic() - t0:.0f} s)'
+          + (f'; {len(bad)} failed: {", ".join(bad[:10])}' if bad else ''),
+          file=sys.stderr)
+    return 1 if bad else 0

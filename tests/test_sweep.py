@@ -1,0 +1,242 @@
+"""gimmik sweep: rows, resumption, errors and progress, with a stand-in
+tuner; then a short real sweep on the C platform."""
+
+import csv
+import io
+import json
+import os
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from gimmik.analysis import analyse
+from gimmik.operators import suite
+from gimmik.runtime import moved_bytes
+from gimmik.sweep import COLUMNS, Progress, read_rows, sweep
+
+OPS = 'p1-quad-*,p1-tri-m0'   # 6 small operators
+
+
+class FakeRuntime:
+    name = 'fake'
+    device = 'Fake Device 9000'
+
+
+class FakeTune:
+    """Stands in for gimmik.tune.tune: times that depend only on A."""
+
+    def __init__(self, fail=(), interrupt_after=None, no_correct=()):
+        self.calls = []
+        self.fail, self.no_correct = set(fail), set(no_correct)
+        self.interrupt_after = interrupt_after
+
+    def __call__(self, A, *, beta, dtype, n, platform, runtime, use_cache,
+                 name):
+        if self.interrupt_after is not None \
+                and len(self.calls) == self.interrupt_after:
+            raise KeyboardInterrupt
+        self.calls.append(dict(name=name, beta=beta, dtype=dtype, n=n,
+                               platform=platform, runtime=runtime))
+        if name in self.fail:
+            raise RuntimeError(f'compile of {name} failed\nlog line')
+        t = 1e-6*(1 + np.count_nonzero(A))
+        best = None if name in self.no_correct else \
+            {'variant': 'cstream/w2', 'time_s': t, 'gbps': 0.0,
+             'src': '...', 'meta': {}}
+        return SimpleNamespace(
+            platform=platform, device=runtime.device, dtype=dtype,
+            beta=beta, n=n, best=best,
+            vendor={'time_s': 2e-6*A.size, 'gbps': 0.0}, copy_gbps=50.0,
+            candidates=[{'variant': 'cstream/w2', 'time_s': t, 'gbps': 0.0,
+                         'correct': True, 'error': None},
+                        {'variant': 'bstream', 'time_s': None, 'gbps': None,
+                         'correct': False, 'error': 'wrong'}],
+            use_vendor=False,
+            to_json=lambda: {'name': name, 'best': best})
+
+
+def run(tmp_path, tune, **kw):
+    kw.setdefault('ops', OPS)
+    kw.setdefault('n', 1000)
+    return sweep(tmp_path, runtime=FakeRuntime(), tune=tune, progress=False,
+                 **kw)
+
+
+def test_rows(tmp_path):
+    tune = FakeTune()
+    rows = run(tmp_path, tune, dtype='f32')
+    ops = suite(OPS)
+    assert [r['operator'] for r in rows] == list(ops)
+    assert [c['name'] for c in tune.calls] == list(ops)
+
+    for call in tune.calls:
+        want = 1.0 if call['name'].endswith(('-m3', '-m6')) else 0.0
+        assert call['beta'] == want
+        assert call['dtype'] == 'float32' and call['n'] == 1000
+        assert call['platform'] == 'fake'
+
+    disk = read_rows(tmp_path / 'sweep.csv')
+    assert disk == rows
+    with open(tmp_path / 'sweep.csv') as f:
+        assert tuple(next(csv.reader(f))) == COLUMNS
+
+    for r in rows:
+        A = ops[r['operator']]
+        info = analyse(A)
+        nbytes = moved_bytes(info, r['beta'], 1000, 4)
+        assert (r['m'], r['k'], r['nnz']) == A.shape + (info.nnz,)
+        assert r['unique'] == info.unique
+        assert r['gbps'] == pytest.approx(nbytes / r['time_s'] / 1e9)
+        assert r['vendor_gbps'] == pytest.approx(
+            nbytes / r['vendor_time_s'] / 1e9)
+        assert r['gflops'] == pytest.approx(2*info.nnz*1000 / r['time_s']
+                                            / 1e9)
+        assert r['copy_fraction'] == pytest.approx(r['gbps'] / 50.0)
+        assert r['speedup'] == pytest.approx(r['vendor_time_s']
+                                             / r['time_s'])
+        assert r['device'] == 'Fake Device 9000'
+        assert (r['candidates'], r['correct']) == (2, 1)
+        assert r['error'] == ''
+
+    doc = json.loads((tmp_path / 'sweep.json').read_text())
+    assert doc['config']['dtype'] == 'float32'
+    assert doc['config']['n'] == 1000
+    assert doc['config']['suite']['pyfr_version'] == '3.1'
+    assert [r['operator'] for r in doc['rows']] == list(ops)
+    tj = json.loads((tmp_path / 'tune' / 'p1-quad-m460.json').read_text())
+    assert tj['name'] == 'p1-quad-m460'
+    assert not list(tmp_path.glob('*.tmp'))
+
+
+def test_resume_after_interrupt(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path, FakeTune(interrupt_after=2))
+    done = [r['operator'] for r in read_rows(tmp_path / 'sweep.csv')]
+    assert len(done) == 2
+
+    tune = FakeTune()
+    rows = run(tmp_path, tune)
+    assert len(rows) == 6
+    assert not set(c['name'] for c in tune.calls) & set(done)
+    assert len(tune.calls) == 4
+
+    # nothing left: no tuning at all; --restart tunes everything again
+    tune = FakeTune()
+    assert run(tmp_path, tune) == rows and not tune.calls
+    run(tmp_path, tune, restart=True)
+    assert len(tune.calls) == 6
+
+
+def test_failures_are_rows_and_are_retried(tmp_path):
+    rows = run(tmp_path, FakeTune(fail={'p1-quad-m3'},
+                                  no_correct={'p1-tri-m0'}))
+    byname = {r['operator']: r for r in rows}
+    assert 'compile of p1-quad-m3 failed log line' in \
+        byname['p1-quad-m3']['error']
+    assert byname['p1-quad-m3']['time_s'] is None
+    assert byname['p1-tri-m0']['error'] == 'no correct candidate'
+
+    tune = FakeTune()
+    rows = run(tmp_path, tune)
+    assert sorted(c['name'] for c in tune.calls) == ['p1-quad-m3',
+                                                      'p1-tri-m0']
+    assert not any(r['error'] for r in rows)
+
+
+def test_mismatched_resume(tmp_path):
+    run(tmp_path, FakeTune())
+    with pytest.raises(ValueError, match='dtype float64 and n 1000'):
+        run(tmp_path, FakeTune(), n=2000)
+    with pytest.raises(ValueError, match='--restart'):
+        run(tmp_path, FakeTune(), dtype='f32')
+
+
+@pytest.mark.parametrize('kw, exc, match', [
+    ({'platform': 'tpu'}, ValueError, 'platform'),
+    ({'dtype': 'f16'}, TypeError, 'dtype'),
+    ({'n': 0}, ValueError, 'n must'),
+    ({'n': 2.5}, ValueError, 'n must'),
+    ({'ops': 'p9-*'}, ValueError, 'no operator'),
+    ({'ops_path': 'missing.npz'}, OSError, 'does not exist'),
+])
+def test_bad_arguments(tmp_path, kw, exc, match):
+    tune = FakeTune()
+    with pytest.raises(exc, match=match):
+        run(tmp_path, tune, **kw)
+    assert not tune.calls
+
+
+def test_not_a_sweep_table(tmp_path):
+    (tmp_path / 'sweep.csv').write_text('a,b\n1,2\n')
+    with pytest.raises(ValueError, match='not a gimmik sweep table'):
+        run(tmp_path, FakeTune())
+
+
+def test_mtx_directory_suite(tmp_path):
+    from gimmik.operators import export_mtx
+    export_mtx(tmp_path / 'ops', 'p2-hex-m0,p2-hex-m6')
+    tune = FakeTune()
+    rows = run(tmp_path / 'out', tune, ops='*', ops_path=tmp_path / 'ops')
+    assert [(r['operator'], r['beta']) for r in rows] == \
+        [('p2-hex-m0', 0.0), ('p2-hex-m6', 1.0)]
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress():
+    tty = FakeTTY()
+    bar = Progress(2, stream=tty)
+    bar.start('p1-hex-m0')
+    bar.finish('p1-hex-m0', 'ok')
+    bar.start('p1-hex-m3')
+    bar.finish('p1-hex-m3', 'ok')
+    bar.close()
+    text = tty.getvalue()
+    assert '\r[' in text and '0/2' in text and '1/2' in text
+    assert '2/2 p1-hex-m3' in text
+
+    plain = io.StringIO()
+    bar = Progress(1, stream=plain)
+    bar.start('x')
+    bar.finish('x', 'done')
+    assert plain.getvalue() == '   1/1 x                done\n'
+
+
+def test_cli_errors(tmp_path, capsys):
+    from gimmik.cli import main
+    rc = main(['sweep', '--ops', 'p9-*', '--out', str(tmp_path)])
+    assert rc == 2
+    assert 'no operator' in capsys.readouterr().err
+
+
+def _c_platform_ready():
+    try:
+        import gimmik.tune  # noqa: F401
+        from gimmik.runtime import get_runtime
+        get_runtime('c')
+    except Exception:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _c_platform_ready(),
+                    reason='gimmik.tune or the C runtime is not available')
+def test_real_sweep_on_c(tmp_path):
+    """Two tiny operators through the real tuner on the C platform."""
+    from gimmik.cli import main
+    out = tmp_path / 'out'
+    rc = main(['sweep', '--platform', 'c', '--ops', 'p1-tri-m0,p1-quad-m3',
+               '--n', '4096', '--out', str(out), '--no-cache', '--quiet'])
+    assert rc == 0
+    rows = read_rows(out / 'sweep.csv')
+    assert [r['operator'] for r in rows] == ['p1-quad-m3', 'p1-tri-m0']
+    for r in rows:
+        assert r['error'] == '' and r['platform'] == 'c'
+        assert r['time_s'] > 0 and r['gbps'] > 0 and r['correct'] >= 1
+        assert r['vendor_time_s'] > 0 and r['copy_gbps'] > 0
+        assert r['beta'] == (1.0 if r['operator'].endswith('m3') else 0.0)
+    assert os.path.exists(out / 'tune' / 'p1-tri-m0.json')
