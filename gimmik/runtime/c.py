@@ -1,0 +1,257 @@
+"""The ``c`` runtime: CMatMul's C source built by the system C compiler,
+loaded with ctypes and run on NumPy buffers; NumPy's BLAS is the baseline.
+
+This is the platform on a machine with no GPU.  "Device" buffers are plain
+NumPy arrays, launches are synchronous, and times are wall-clock medians.
+
+Options (``get_runtime('c', ...)``): ``cc`` (default ``$CC`` or ``cc``),
+``march`` (default ``native``; ``None`` leaves it out) and ``cflags`` (a
+list of extra flags).  ``GIMMIK_CFLAGS`` adds flags from the environment.
+"""
+
+import ctypes
+import hashlib
+import os
+import platform as _platform
+import shlex
+import shutil
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+from gimmik.cache import cache_dir
+from gimmik.runtime import Runtime as _Runtime, RuntimeUnavailable
+from gimmik.validate import check_kname
+
+BASE_CFLAGS = ['-O3', '-std=c11', '-fopenmp', '-shared', '-fPIC']
+_MARCH_OK = set('abcdefghijklmnopqrstuvwxyz0123456789-_.')
+
+_lock = threading.Lock()
+_loaded = {}   # path of a built library -> ctypes.CDLL
+
+
+def _cpu_name():
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                if line.startswith('model name'):
+                    return line.split(':', 1)[1].strip()
+    except OSError:
+        pass
+    return _platform.processor() or _platform.machine() or 'unknown CPU'
+
+
+def llc_bytes():
+    """Size of the largest CPU cache in bytes (0 when unknown)."""
+    best = 0
+    base = '/sys/devices/system/cpu/cpu0/cache'
+    try:
+        entries = os.listdir(base)
+    except OSError:
+        return 0
+    for e in entries:
+        try:
+            with open(os.path.join(base, e, 'size')) as f:
+                s = f.read().strip()
+        except OSError:
+            continue
+        mult = {'K': 1024, 'M': 1024**2, 'G': 1024**3}.get(s[-1:], 1)
+        try:
+            best = max(best, int(s.rstrip('KMG'))*mult)
+        except ValueError:
+            continue
+    return best
+
+
+class Runtime(_Runtime):
+    name = 'c'
+
+    def __init__(self, cc=None, march='native', cflags=None):
+        cc = cc or os.environ.get('CC') or 'cc'
+        if not isinstance(cc, str) or shutil.which(cc) is None:
+            raise RuntimeUnavailable(f'no C compiler: {cc!r} is not on PATH '
+                                     f'(set CC or pass cc=)')
+        if march is not None and (not isinstance(march, str) or not march
+                                  or not set(march) <= _MARCH_OK):
+            raise ValueError(f'march must be a CPU name such as native, '
+                             f'not {march!r}')
+        if cflags is None:
+            cflags = []
+        if isinstance(cflags, str) or not all(isinstance(f, str)
+                                              for f in cflags):
+            raise TypeError('cflags must be a list of str')
+        self.cc = cc
+        self.flags = (BASE_CFLAGS
+                      + ([f'-march={march}'] if march else [])
+                      + list(cflags)
+                      + shlex.split(os.environ.get('GIMMIK_CFLAGS', '')))
+        self.march = march
+        self._device = (f'{_cpu_name()}, {os.cpu_count()} threads'
+                        + (f', -march={march}' if march else ''))
+
+    # -- description -----------------------------------------------------
+    @property
+    def device(self):
+        return self._device
+
+    def kernel_options(self):
+        return {}
+
+    def cache_bytes(self):
+        return llc_bytes()
+
+    def matmul(self, A, beta, **sizes):
+        from gimmik.c import CMatMul
+        return CMatMul(A, beta=beta, **sizes)
+
+    # -- buffers ---------------------------------------------------------
+    def upload(self, host):
+        return np.array(host, order='C', copy=True)
+
+    def download(self, buf, out):
+        np.copyto(out, buf)
+
+    # -- building and launching ------------------------------------------
+    def build(self, src, kname='gimmik_mm'):
+        """Compile C source to a shared library (cached on disk by a hash of
+        the source, compiler and flags); returns the loaded ctypes.CDLL."""
+        check_kname(kname)
+        key = hashlib.sha256('\0'.join([src, self.cc] + self.flags)
+                             .encode()).hexdigest()[:24]
+        sopath = os.path.join(cache_dir('c'), f'{key}.so')
+        with _lock:
+            if sopath in _loaded:
+                return _loaded[sopath]
+            if not os.path.exists(sopath):
+                self._compile_to(src, sopath)
+            lib = ctypes.CDLL(sopath)
+            _loaded[sopath] = lib
+            return lib
+
+    def _compile_to(self, src, sopath):
+        with tempfile.TemporaryDirectory() as tmp:
+            cpath = os.path.join(tmp, 'kernel.c')
+            with open(cpath, 'w') as f:
+                f.write(src)
+            out = os.path.join(tmp, 'kernel.so')
+            try:
+                r = subprocess.run([self.cc, *self.flags, cpath, '-o', out],
+                                   capture_output=True, text=True)
+            except OSError as e:
+                raise RuntimeUnavailable(f'cannot run the C compiler '
+                                         f'{self.cc!r}: {e}') from e
+            if r.returncode:
+                raise RuntimeError(f'the C compiler ({self.cc}) rejected the '
+                                   f'kernel:\n{r.stderr[-4000:]}')
+            # Copy next to the target, then rename: atomic for other readers
+            fd, part = tempfile.mkstemp(dir=os.path.dirname(sopath),
+                                        suffix='.part')
+            os.close(fd)
+            shutil.copyfile(out, part)
+            os.replace(part, sopath)
+
+    def compile(self, src, meta):
+        kname = meta.get('kname', 'gimmik_mm')
+        lib = self.build(src, kname)
+        fn = getattr(lib, kname)
+        fn.restype = None
+        dtype = np.dtype(meta['dtype'])
+        baked = meta.get('n') is not None
+        if baked:
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        else:
+            fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                           ctypes.c_void_p, ctypes.c_int]
+        m, k = meta['m'], meta['k']
+
+        def launch(b, c, n, ldb, ldc):
+            _check_buffers(b, c, dtype, m, k, n, ldb, ldc)
+            if baked:
+                if (n, ldb, ldc) != (meta['n'], meta['ldb'], meta['ldc']):
+                    raise ValueError(
+                        f'kernel baked for n, ldb, ldc = {meta["n"]}, '
+                        f'{meta["ldb"]}, {meta["ldc"]}; called with '
+                        f'{n}, {ldb}, {ldc}')
+                fn(b.ctypes.data, c.ctypes.data)
+            else:
+                fn(n, b.ctypes.data, ldb, c.ctypes.data, ldc)
+        return launch
+
+    def vendor_gemm(self, A, alpha, beta, dtype):
+        """NumPy's BLAS: one ?gemm with beta through SciPy's BLAS wrappers
+        when the panels are contiguous, otherwise NumPy's matmul into the
+        strided output followed by the beta update."""
+        dtype = np.dtype(dtype)
+        Ad = np.ascontiguousarray(alpha*np.asarray(A, np.float64), dtype)
+        m, k = Ad.shape
+        gemm = _scipy_gemm(dtype)
+        tmp = {}
+
+        def launch(b, c, n, ldb, ldc):
+            _check_buffers(b, c, dtype, m, k, n, ldb, ldc)
+            bv, cv = b[:, :n], c[:, :n]
+            if gemm is not None and ldb == n and ldc == n and beta != 0:
+                # Row-major C = A*B + beta*C is column-major C' = B'A' + beta C'
+                gemm(1.0, bv.T, Ad.T, beta=beta, c=cv.T, overwrite_c=True)
+            elif beta == 0:
+                np.matmul(Ad, bv, out=cv)
+            else:
+                t = tmp.get(n)
+                if t is None:
+                    t = tmp[n] = np.empty((m, n), dtype)
+                np.matmul(Ad, bv, out=t)
+                cv *= beta
+                cv += t
+        return launch
+
+    # -- timing ----------------------------------------------------------
+    def time(self, launch, args, *, warmup=2, repeats=10):
+        for _ in range(warmup):
+            launch(*args)
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            launch(*args)
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    def copy_bandwidth(self, nbytes):
+        """Bytes read plus bytes written per second by np.copyto of nbytes
+        (the convention moved_bytes uses)."""
+        n = max(1, int(nbytes) // 8)
+        src = np.ones(n)
+        dst = np.empty_like(src)
+        t = self.time(np.copyto, (dst, src), warmup=1, repeats=5)
+        return 2*src.nbytes / t
+
+
+def _scipy_gemm(dtype):
+    try:
+        from scipy.linalg import blas
+    except ImportError:
+        return None
+    return blas.dgemm if dtype == np.float64 else blas.sgemm
+
+
+def _check_buffers(b, c, dtype, m, k, n, ldb, ldc):
+    """The buffers must be (rows, ld) C-contiguous arrays of the kernel's
+    dtype with n <= ld: nothing else reaches the compiled code."""
+    for name, x, rows, ld in (('b', b, k, ldb), ('c', c, m, ldc)):
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f'{name} must be a NumPy array, not '
+                            f'{type(x).__name__}')
+        if x.dtype != dtype:
+            raise TypeError(f'{name} has dtype {x.dtype}, the kernel is '
+                            f'{dtype}')
+        if x.ndim != 2 or x.shape[0] != rows or x.shape[1] != ld \
+                or not x.flags.c_contiguous:
+            raise ValueError(f'{name} must be a C-contiguous {rows} x {ld} '
+                             f'array, not {x.shape}')
+    if not 1 <= n <= min(ldb, ldc):
+        raise ValueError(f'n ({n}) must be between 1 and min(ldb, ldc)')
+    if not c.flags.writeable:
+        raise ValueError('c is read-only')
