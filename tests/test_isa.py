@@ -1,0 +1,398 @@
+"""The offline ISA report (gimmik.isa): every HIP candidate of a set of PyFR
+operators compiled by the real AMDGPU back end of clang for gfx90a and
+gfx942, with no scratch, wide loads where the kernel is two columns wide,
+non-temporal loads exactly where asked for, and, for mfma-dense, exactly the
+MFMAs the bake predicts.
+
+The default run compiles a few small operators (a couple of minutes on two
+cores the first time; reports are cached on disk by source hash); --full
+takes every operator of the suite up to FULL_MAX_NNZ non-zeros."""
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import random_operator
+from gimmik import isa
+from gimmik.runtime import RuntimeUnavailable
+
+ARCHES = ('gfx90a', 'gfx942')
+
+# (operator, beta): small dense and sparse PyFR operators; beta != 0 brings
+# in the preload_c candidates.
+DEFAULT_OPS = [('p1-tet-m6', 0.0), ('p3-quad-m460', 0.5),
+               ('p2-tet-m132', 0.0), ('p1-hex-m6', 0.5)]
+
+# mfma-dense: dense operators, small in the default run
+MFMA_DEFAULT_OPS = ['p2-tet-m132', 'p3-pyr-m0']
+MFMA_FULL_OPS = [f'p{p}-{e}-{m}' for p in range(3, 7) for e in ('tet', 'pyr')
+                 for m in ('m0', 'm3', 'm6', 'm132', 'm460')]
+
+# With --full: every operator of the suite up to this many non-zeros (the
+# unrolled scalar families of larger ones take minutes each to compile).
+FULL_MAX_NNZ = 2500
+
+pytestmark = pytest.mark.filterwarnings('ignore')
+
+
+def _clang_or_skip():
+    try:
+        isa.find_clang()
+    except RuntimeUnavailable as e:
+        pytest.skip(str(e))
+
+
+def _suite():
+    ops = pytest.importorskip('gimmik.operators')
+    return ops.suite()
+
+
+def _operator(name):
+    suite = _suite()
+    if name not in suite:
+        pytest.skip(f'{name} is not in the operator suite')
+    return suite[name]
+
+
+def _full_ops():
+    try:
+        from gimmik.operators import suite
+        ops = suite()
+    except Exception:       # collected before the suite is there
+        return []
+    return [(name, 0.5 if i % 2 else 0.0) for i, (name, A) in
+            enumerate(sorted(ops.items()))
+            if np.count_nonzero(A) <= FULL_MAX_NNZ]
+
+
+_reports = {}
+
+
+def reports(name, A, beta, arches=ARCHES, family=None):
+    """[(variant, arch, params, report)] for every HIP candidate of A."""
+    from gimmik.hip import HIPMatMul
+
+    key = (name, beta, arches, family)
+    if key not in _reports:
+        mm = HIPMatMul(A, beta=beta, aligne=4)
+        cands = [(meta, arch, src) for arch in arches
+                 for src, meta in mm.kernels('float64', gcn_arch=arch)
+                 if family is None or meta['tplname'] == family]
+        reps = isa.inspect_many([(src, arch) for _, arch, src in cands],
+                                workers=2)
+        _reports[key] = [(meta['variant'], arch, meta['params'], rep)
+                         for (meta, arch, _), rep in zip(cands, reps)]
+    return _reports[key]
+
+
+def check_candidates(name, A, beta):
+    rows = reports(name, A, beta)
+    assert rows, 'no candidates'
+    failed = [f'{v} {a}: {r}' for v, a, _, r in rows
+              if isinstance(r, Exception)]
+    assert not failed, '\n'.join(failed)
+    for variant, arch, params, rep in rows:
+        what = f'{name} {variant} {arch}'
+        assert set(isa.KEYS) <= set(rep), what
+        # no spills, no scratch
+        assert rep['scratch_bytes'] == 0, f'{what}: {rep["scratch_bytes"]} ' \
+            f'bytes of scratch ({rep["vgpr_spills"]} VGPR spills)'
+        assert rep['vgpr_spills'] == 0 and rep['sgpr_spills'] == 0, what
+        assert rep['flat_ops'] == 0, f'{what}: flat memory operations'
+        # two columns per thread: B moves in 16-byte loads
+        width = params.get('width', params.get('vec', 1))
+        wide = sum(c for w, c in rep['global_loads'].items() if w >= 16)
+        if width == 2:
+            assert wide > 0, f'{what}: no 16-byte loads'
+        else:
+            assert wide == 0, f'{what}: 16-byte loads in a 1-wide kernel'
+        # non-temporal loads exactly where asked for
+        if params.get('ntload'):
+            assert rep['nt_loads'] > 0, f'{what}: no non-temporal loads'
+        else:
+            assert rep['nt_loads'] == 0, f'{what}: non-temporal loads'
+        # every kernel stores C non-temporally
+        assert rep['nt_stores'] > 0, what
+
+
+# -- every candidate of every family ---------------------------------------
+@pytest.mark.parametrize('name,beta', DEFAULT_OPS)
+def test_candidates_compile_clean(name, beta):
+    _clang_or_skip()
+    check_candidates(name, _operator(name), beta)
+
+
+@pytest.mark.full
+@pytest.mark.parametrize('name,beta', _full_ops())
+def test_candidates_compile_clean_full(name, beta):
+    _clang_or_skip()
+    check_candidates(name, _operator(name), beta)
+
+
+def test_same_keys_every_arch():
+    _clang_or_skip()
+    A = _operator('p1-tet-m6')
+    rows = reports('p1-tet-m6', A, 0.0)
+    keys = {a: set(r) for _, a, _, r in rows}
+    assert set(keys) == set(ARCHES)
+    assert keys['gfx90a'] == keys['gfx942']
+    for _, _, _, rep in rows:
+        for k in ('vgprs', 'agprs', 'sgprs', 'scratch_bytes', 'lds_bytes',
+                  'occupancy', 'mfma', 'nt_loads', 'vmcnt0', 'lgkmcnt0',
+                  'instructions'):
+            assert isinstance(rep[k], int) and rep[k] >= 0, k
+        assert 1 <= rep['occupancy'] <= 8
+        assert all(isinstance(w, int) for w in rep['global_loads'])
+
+
+def test_width2_loads_every_b_row_in_16_bytes(rng):
+    """bstream/width2 reads each used row of B once in its two-column path:
+    one 16-byte load per row (and a scalar one in the ragged fallback)."""
+    _clang_or_skip()
+    from gimmik.hip import HIPMatMul
+    A = random_operator(rng, 6, 9, 0.4)
+    A[:, 2] = 0
+    used = int((A != 0).any(axis=0).sum())
+    mm = HIPMatMul(A, aligne=2)
+    for src, meta in mm.kernels('float64'):
+        if meta['variant'] in ('bstream/width2', 'cstream/width2'):
+            for arch in ARCHES:
+                loads = isa.inspect(src, arch)['global_loads']
+                assert loads.get(16, 0) == used, (meta['variant'], arch)
+                assert loads.get(8, 0) == used, (meta['variant'], arch)
+
+
+# -- exact counts on hand-written kernels ------------------------------------
+NT_KERNEL = '''
+extern "C" __global__ void __launch_bounds__(64)
+probe(const double* __restrict__ b, double* __restrict__ c)
+{
+    const int i = blockIdx.x*blockDim.x + threadIdx.x;
+    double x = __builtin_nontemporal_load(b + i);
+    double y = __builtin_nontemporal_load(b + i + 4096);
+    double z = b[i + 8192];
+    __builtin_nontemporal_store(x*y + z, c + i);
+}
+'''
+
+MFMA_KERNEL = '''
+typedef double v4d __attribute__((vector_size(32)));
+extern "C" __global__ void __launch_bounds__(64)
+probe(const double* __restrict__ a, double* __restrict__ c)
+{
+    v4d acc = {0, 0, 0, 0};
+    double x = a[threadIdx.x], y = a[threadIdx.x + 64];
+    acc = __builtin_amdgcn_mfma_f64_16x16x4f64(x, y, acc, 0, 0, 0);
+    acc = __builtin_amdgcn_mfma_f64_16x16x4f64(y, x, acc, 0, 0, 0);
+    acc = __builtin_amdgcn_mfma_f64_16x16x4f64(x, x, acc, 0, 0, 0);
+    for (int v = 0; v < 4; v++)
+        c[64*v + threadIdx.x] = acc[v];
+}
+'''
+
+SPILL_KERNEL = '''
+extern "C" __global__ void __launch_bounds__(1024)
+probe(const double* __restrict__ b, double* __restrict__ c)
+{
+    const int i = blockIdx.x*blockDim.x + threadIdx.x;
+    double v[160];
+#pragma unroll
+    for (int j = 0; j < 160; j++)
+        v[j] = b[i + 1024*j];
+    double s = 0;
+#pragma unroll
+    for (int j = 0; j < 160; j++)
+        s += v[j]*v[159 - j]*v[(7*j) % 160];
+    c[i] = s;
+}
+'''
+
+
+@pytest.mark.parametrize('arch', ARCHES)
+def test_nontemporal_counts(arch):
+    _clang_or_skip()
+    rep = isa.inspect(NT_KERNEL, arch)
+    assert rep['kernel'] == 'probe'
+    assert rep['global_loads'] == {8: 3}
+    assert rep['nt_loads'] == 2
+    assert rep['nt_stores'] == 1 and rep['global_stores'] == {8: 1}
+    assert rep['mfma'] == 0 and rep['scratch_bytes'] == 0
+    assert rep['vmcnt0'] >= 1
+
+
+@pytest.mark.parametrize('arch,mnemonic', [
+    ('gfx90a', 'v_mfma_f64_16x16x4f64'), ('gfx942', 'v_mfma_f64_16x16x4_f64')])
+def test_mfma_count(arch, mnemonic):
+    _clang_or_skip()
+    rep = isa.inspect(MFMA_KERNEL, arch)
+    assert rep['mfma'] == 3
+    assert rep['mfma_kinds'] == {mnemonic: 3}
+    assert rep['agprs'] + rep['vgprs'] >= 8
+
+
+def test_spills_are_reported():
+    _clang_or_skip()
+    rep = isa.inspect(SPILL_KERNEL, 'gfx942')
+    assert rep['scratch_bytes'] > 0
+    assert rep['vgpr_spills'] > 0
+
+
+def test_lds_and_occupancy():
+    _clang_or_skip()
+    src = '''
+extern "C" __global__ void __launch_bounds__(256)
+probe(const double* __restrict__ b, double* __restrict__ c)
+{
+    __shared__ double s[4096];
+    s[threadIdx.x] = b[threadIdx.x];
+    __syncthreads();
+    c[threadIdx.x] = s[255 - threadIdx.x];
+}
+'''
+    rep = isa.inspect(src, 'gfx90a')
+    assert rep['lds_bytes'] == 4096*8
+    # two 256-thread blocks per CU fit in 64 KiB: 8 waves on 4 SIMDs
+    assert rep['occupancy'] == 2
+    assert rep['lgkmcnt0'] >= 1
+
+
+def test_vmcnt0_before_mfma():
+    body = ['global_load_dwordx2 v[0:1], v[2:3], off',
+            's_waitcnt vmcnt(0)',
+            'v_mfma_f64_16x16x4_f64 a[0:7], v[0:1], v[0:1], a[0:7]',
+            'global_load_dwordx2 v[0:1], v[2:3], off',
+            's_waitcnt vmcnt(1)',
+            'v_mfma_f64_16x16x4_f64 a[0:7], v[0:1], v[0:1], a[0:7]',
+            's_waitcnt vmcnt(0)',
+            'v_mfma_f64_16x16x4_f64 a[0:7], v[0:1], v[0:1], a[0:7]',
+            'global_load_dwordx2 v[0:1], v[2:3], off',
+            's_waitcnt vmcnt(0) lgkmcnt(0)',
+            's_nop 1',
+            'v_mfma_f64_16x16x4_f64 a[0:7], v[0:1], v[0:1], a[0:7]']
+    assert isa.vmcnt0_before_mfma(body) == 2
+
+
+# -- caching, errors and bad input -----------------------------------------
+def test_cached_by_source(monkeypatch, tmp_path):
+    _clang_or_skip()
+    monkeypatch.setenv('GIMMIK_CACHE_DIR', str(tmp_path))
+    src = NT_KERNEL.replace('8192', '12288')
+    first = isa.inspect(src, 'gfx942')
+    assert list((tmp_path / 'isa').glob('*.json'))
+    isa._memo.clear()
+
+    def no_clang(*a):
+        raise AssertionError('compiled again')
+    monkeypatch.setattr(isa, 'assemble', no_clang)
+    assert isa.inspect(src, 'gfx942') == first
+    with pytest.raises(AssertionError, match='compiled again'):
+        isa.inspect(src + '\n', 'gfx942')
+
+
+def test_compile_error_carries_diagnostics():
+    _clang_or_skip()
+    with pytest.raises(isa.IsaError, match='undeclared identifier'):
+        isa.inspect(NT_KERNEL.replace('x*y', 'x*q'), 'gfx942')
+
+
+@pytest.mark.parametrize('arch', ['gfx90a -o /tmp/x', 'sm_90', '', 'gfx9;',
+                                  'gfx942\n'])
+def test_bad_arch(arch):
+    with pytest.raises(ValueError, match='arch'):
+        isa.inspect(NT_KERNEL, arch)
+
+
+@pytest.mark.parametrize('src,exc', [(b'x', TypeError), (None, TypeError),
+                                     ('a\0b', ValueError)])
+def test_bad_source(src, exc):
+    with pytest.raises(exc, match='src'):
+        isa.inspect(src, 'gfx942')
+
+
+def test_missing_clang(monkeypatch):
+    monkeypatch.setattr(isa, '_clang', {})
+    monkeypatch.setenv(isa.CLANG_ENV, 'no-such-clang-anywhere')
+    with pytest.raises(RuntimeUnavailable, match=isa.CLANG_ENV):
+        isa.inspect(NT_KERNEL, 'gfx942')
+    monkeypatch.delenv(isa.CLANG_ENV)
+    monkeypatch.setenv('PATH', '/nonexistent')
+    with pytest.raises(RuntimeUnavailable, match='clang-19'):
+        isa.find_clang()
+
+
+# -- the gimmik isa command ----------------------------------------------------
+def test_cli_table(tmp_path, capsys, rng):
+    _clang_or_skip()
+    pytest.importorskip('gimmik.operators')
+    from gimmik.cli import main
+    A = random_operator(rng, 8, 6, 0.5)
+    np.savez(tmp_path / 'ops.npz', small=A)
+    rc = main(['isa', f'{tmp_path / "ops.npz"}:small', '--arch', 'gfx90a',
+               '--arch', 'gfx942', '--jobs', '2'])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    lines = out.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith('variant'))
+    assert lines[head - 1].startswith('small: 8x6, float64')
+    assert lines[head].split()[:3] == ['variant', 'arch', 'vgpr']
+    body = lines[head + 1:]
+    assert {ln.split()[1] for ln in body} == {'gfx90a', 'gfx942'}
+    assert len(body) % 2 == 0 and all('error' not in ln for ln in body)
+
+    rc = main(['isa', f'{tmp_path / "ops.npz"}:small', '--arch', 'gfx942',
+               '--json'])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0 and doc['shape'] == [8, 6]
+    assert all(r['arch'] == 'gfx942' and r['scratch_bytes'] == 0
+               for r in doc['rows'])
+
+
+def test_cli_bad_arch(tmp_path, capsys, rng):
+    pytest.importorskip('gimmik.operators')
+    from gimmik.cli import main
+    np.savez(tmp_path / 'ops.npz', small=random_operator(rng, 4, 4, 0.5))
+    rc = main(['isa', f'{tmp_path / "ops.npz"}:small', '--arch', 'gfx9$(x)'])
+    assert rc == 2
+    assert '--arch' in capsys.readouterr().err
+
+
+# -- mfma-dense: exactly the MFMAs the bake predicts -----------------------------
+def _mfma_family():
+    from gimmik.hip import CANDIDATES
+    if 'mfma-dense' not in {row[0] for row in CANDIDATES}:
+        pytest.skip('the mfma-dense family is not in the HIP table yet')
+    return pytest.importorskip('gimmik.fragments')
+
+
+def check_mfma(name):
+    fr = _mfma_family()
+    A = _operator(name)
+    rows = reports(name, A, 0.0, family='mfma-dense')
+    if not rows:
+        pytest.skip(f'mfma-dense is not offered for {name}')
+    # one MFMA per N-tile of a wavefront for every non-zero 16x4 tile of A
+    tiling = fr.tile_operator(A)
+    expect = fr.N_TILES*int(np.count_nonzero(tiling.nonzero))
+    for variant, arch, params, rep in rows:
+        what = f'{name} {variant} {arch}'
+        assert not isinstance(rep, Exception), f'{what}: {rep}'
+        assert rep['mfma'] == expect, f'{what}: {rep["mfma"]} != {expect}'
+        assert rep['mfma'] == fr.mfma_count(A, params.get('msplit', 1))
+        assert set(rep['mfma_kinds']) <= {'v_mfma_f64_16x16x4f64',
+                                          'v_mfma_f64_16x16x4_f64'}, what
+        assert rep['scratch_bytes'] == 0, what
+
+
+@pytest.mark.parametrize('name', MFMA_DEFAULT_OPS)
+def test_mfma_dense_count(name):
+    _clang_or_skip()
+    check_mfma(name)
+
+
+@pytest.mark.full
+@pytest.mark.parametrize('name', MFMA_FULL_OPS)
+def test_mfma_dense_count_full(name):
+    _clang_or_skip()
+    check_mfma(name)
+
