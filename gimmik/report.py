@@ -1,0 +1,417 @@
+"""``gimmik report DIR``: a Markdown summary and PNG plots of a sweep.
+
+Reads ``DIR/sweep.csv`` (written by ``gimmik sweep``) and writes, into DIR
+or ``--out``:
+
+* ``report.md`` -- the configuration, headline numbers, a summary per
+  element type and order, and one table row per operator;
+* ``bandwidth.png`` -- gimmik's (and the vendor BLAS's) fraction of the
+  measured copy bandwidth per operator, the roofline of these bandwidth-
+  bound kernels being 1;
+* ``speedup.png`` -- gimmik's speed-up over the vendor BLAS per operator;
+* ``roofline.png`` -- GFLOP/s against arithmetic intensity under the
+  measured copy bandwidth.
+
+The per-operator plots have one panel per element type, orders along the
+axis and one bar per matrix.  The plots need matplotlib (``pip install
+matplotlib``); ``--no-plots`` writes the Markdown alone.
+"""
+
+import math
+import os
+import statistics
+
+from gimmik.operators import ELEMENTS, parse_name, sort_key
+from gimmik.sweep import CSV_NAME, read_rows
+
+MATRIX_ORDER = ('m0', 'm3', 'm6', 'm132', 'm460')
+MATRIX_LABELS = {'m0': 'M0', 'm3': 'M3', 'm6': 'M6', 'm132': 'M132',
+                 'm460': 'M460'}
+OTHER = 'other'   # panel of operators that are not PyFR suite names
+
+PLOTS = ('bandwidth.png', 'speedup.png', 'roofline.png')
+REPORT_NAME = 'report.md'
+
+
+# -- data ------------------------------------------------------------------
+def load(path):
+    """Rows of a sweep: `path` is a sweep directory or its CSV."""
+    path = os.fspath(path)
+    csv_path = os.path.join(path, CSV_NAME) if os.path.isdir(path) else path
+    if not os.path.isfile(csv_path):
+        raise FileNotFoundError(f'no sweep table at {csv_path} (run gimmik '
+                                f'sweep --out DIR first)')
+    rows = read_rows(csv_path)
+    if not rows:
+        raise ValueError(f'{csv_path} has no rows')
+    return sorted(rows, key=lambda r: sort_key(r['operator']))
+
+
+def ok_rows(rows):
+    return [r for r in rows if not r.get('error') and r.get('time_s')]
+
+
+def group_of(name):
+    """(panel, order, matrix) of an operator name: PyFR names go to their
+    element's panel, anything else to OTHER with order None."""
+    parsed = parse_name(name)
+    if parsed is None:
+        return OTHER, None, name
+    order, element, matrix = parsed
+    return element, order, matrix
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+
+
+def intensity(row):
+    """Useful flops per byte moved: 2*nnz*n / moved bytes."""
+    if not row.get('gbps') or not row.get('time_s'):
+        return None
+    nbytes = row['gbps']*1e9*row['time_s']
+    return 2*row['nnz']*row['n'] / nbytes
+
+
+def summarise(rows):
+    """Headline numbers of a sweep as a dict."""
+    good = ok_rows(rows)
+    speed = [r['speedup'] for r in good if r.get('speedup')]
+    frac = [r['copy_fraction'] for r in good if r.get('copy_fraction')]
+    vfrac = [r['vendor_copy_fraction'] for r in good
+             if r.get('vendor_copy_fraction')]
+    return {
+        'operators': len(rows), 'ok': len(good),
+        'failed': [r['operator'] for r in rows if r not in good],
+        'geomean_speedup': geomean(speed),
+        'wins': sum(1 for s in speed if s > 1), 'compared': len(speed),
+        'median_fraction': statistics.median(frac) if frac else None,
+        'median_vendor_fraction': (statistics.median(vfrac) if vfrac
+                                   else None),
+        'best': max(good, key=lambda r: r.get('speedup') or 0, default=None),
+        'worst': min(good, key=lambda r: r.get('speedup') or math.inf,
+                     default=None),
+        'tune_s': sum(r.get('tune_s') or 0 for r in rows),
+    }
+
+
+# -- Markdown -----------------------------------------------------------------
+def md_escape(text):
+    """Text safe inside a Markdown table cell."""
+    text = ' '.join(str(text).split())
+    for ch in '\\|`*_<>[]':
+        text = text.replace(ch, '\\' + ch)
+    return text
+
+
+def _num(x, fmt):
+    return '–' if x is None else format(x, fmt)
+
+
+def _pct(x):
+    return '–' if x is None else f'{100*x:.0f}%'
+
+
+def _distinct(rows, col):
+    return sorted({str(r.get(col)) for r in rows if r.get(col) is not None})
+
+
+def _group_key(key):
+    """Orders first, then element types in suite order, then the rest."""
+    if isinstance(key, int):
+        return (0, key, '')
+    if key in ELEMENTS:
+        return (1, ELEMENTS.index(key), '')
+    return (2, 0, str(key))
+
+
+def _group_table(rows, keyfn, title):
+    groups = {}
+    for r in ok_rows(rows):
+        groups.setdefault(keyfn(r), []).append(r)
+    lines = [f'| {title} | operators | geomean speed-up | gimmik wins | '
+             f'median % copy | median vendor % copy |',
+             '|---|---:|---:|---:|---:|---:|']
+    for key in sorted(groups, key=_group_key):
+        g = groups[key]
+        speed = [r['speedup'] for r in g if r.get('speedup')]
+        frac = [r['copy_fraction'] for r in g if r.get('copy_fraction')]
+        vfrac = [r['vendor_copy_fraction'] for r in g
+                 if r.get('vendor_copy_fraction')]
+        lines.append(
+            f'| {md_escape(key)} | {len(g)} | '
+            f'{_num(geomean(speed), ".2f")}× | '
+            f'{sum(s > 1 for s in speed)}/{len(speed)} | '
+            f'{_pct(statistics.median(frac) if frac else None)} | '
+            f'{_pct(statistics.median(vfrac) if vfrac else None)} |')
+    return lines
+
+
+def markdown(rows, plots=()):
+    """The report as Markdown text."""
+    s = summarise(rows)
+    out = ['# gimmik sweep report', '']
+    out += [f'- platform: {md_escape(", ".join(_distinct(rows, "platform")))}',
+            f'- device: {md_escape("; ".join(_distinct(rows, "device")))}',
+            f'- dtype: {md_escape(", ".join(_distinct(rows, "dtype")))}; '
+            f'n = {md_escape(", ".join(_distinct(rows, "n")))} columns',
+            f'- measured copy bandwidth: '
+            f'{md_escape(", ".join(_num(float(x), ".1f") for x in _distinct(rows, "copy_gbps")))}'
+            f' GB/s',
+            f'- operators: {s["operators"]} ({s["ok"]} tuned, '
+            f'{len(s["failed"])} failed); tuning took '
+            f'{s["tune_s"]:.0f} s in all',
+            '']
+    if s['compared']:
+        best, worst = s['best'], s['worst']
+        out += [
+            f'gimmik is faster than the vendor BLAS on **{s["wins"]} of '
+            f'{s["compared"]}** operators, with a geometric-mean speed-up of '
+            f'**{s["geomean_speedup"]:.2f}×** (best '
+            f'{md_escape(best["operator"])} {best["speedup"]:.2f}×, worst '
+            f'{md_escape(worst["operator"])} {worst["speedup"]:.2f}×). '
+            f'The median gimmik kernel reaches '
+            f'**{_pct(s["median_fraction"])}** of the measured copy '
+            f'bandwidth (vendor: {_pct(s["median_vendor_fraction"])}).', '']
+    out += ['Bytes moved: the rows of B that A uses, read once, and C, '
+            'written once (and read once when β ≠ 0). GFLOP/s counts useful '
+            'flops, 2·nnz(A)·n. Speed-up = vendor time / gimmik time. '
+            '% copy = achieved GB/s / measured device copy GB/s, the '
+            'roofline of these bandwidth-bound kernels.', '']
+
+    for png in plots:
+        out += [f'![{png[:-4]}]({png})', '']
+
+    out += ['## By element type', '']
+    out += _group_table(rows, lambda r: group_of(r['operator'])[0],
+                        'element')
+    orders = [group_of(r['operator'])[1] for r in rows]
+    if any(o is not None for o in orders):
+        out += ['', '## By order', '']
+        out += _group_table([r for r in rows
+                             if group_of(r['operator'])[1] is not None],
+                            lambda r: group_of(r['operator'])[1], 'order')
+
+    out += ['', '## Operators', '',
+            '| operator | m×k | nnz | density | unique | β | candidate | '
+            'time (µs) | GB/s | % copy | GFLOP/s | vendor GB/s | speed-up |',
+            '|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|']
+    for r in rows:
+        t = r.get('time_s')
+        out.append(
+            f'| {md_escape(r["operator"])} | {r.get("m")}×{r.get("k")} | '
+            f'{r.get("nnz")} | {_num(r.get("density"), ".3f")} | '
+            f'{r.get("unique")} | {_num(r.get("beta"), "g")} | '
+            f'{md_escape(r.get("candidate") or "–")} | '
+            f'{_num(t*1e6 if t else None, ".1f")} | '
+            f'{_num(r.get("gbps"), ".1f")} | '
+            f'{_pct(r.get("copy_fraction"))} | '
+            f'{_num(r.get("gflops"), ".1f")} | '
+            f'{_num(r.get("vendor_gbps"), ".1f")} | '
+            f'{_num(r.get("speedup"), ".2f")}'
+            f'{"" if r.get("speedup") is None else "×"} |')
+
+    failed = [r for r in rows if r.get('error')]
+    if failed:
+        out += ['', '## Failures', '']
+        out += [f'- {md_escape(r["operator"])}: {md_escape(r["error"])}'
+                for r in failed]
+    return '\n'.join(out) + '\n'
+
+
+# -- plots --------------------------------------------------------------------
+def _matplotlib():
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as e:
+        raise RuntimeError('gimmik report needs matplotlib for its plots: '
+                           'pip install matplotlib (or pass --no-plots)') \
+            from e
+    return Figure, FigureCanvasAgg
+
+
+def _panels(rows):
+    """{panel: [rows]} in element order, OTHER last."""
+    panels = {}
+    for r in rows:
+        panels.setdefault(group_of(r['operator'])[0], []).append(r)
+    order = [e for e in ELEMENTS if e in panels] \
+        + sorted(p for p in panels if p not in ELEMENTS and p != OTHER) \
+        + ([OTHER] if OTHER in panels else [])
+    return {p: panels[p] for p in order}
+
+
+def _new_figure(npanels, title):
+    Figure, FigureCanvasAgg = _matplotlib()
+    ncols = min(3, npanels)
+    nrows = -(-npanels // ncols)
+    fig = Figure(figsize=(5.2*ncols, 3.6*nrows + 0.6), layout='constrained')
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax in axes[npanels:]:
+        ax.set_visible(False)
+    fig.suptitle(title)
+    return fig, axes
+
+
+def _bar_panel(ax, panel, rows, value, vendor_value=None):
+    """Bars per (order, matrix) of one element panel; returns handles."""
+    if panel == OTHER:
+        slots = [(r['operator'], None) for r in rows]
+        labels = [r['operator'] for r in rows]
+        keyed = {(r['operator'], None): r for r in rows}
+        series = [None]
+    else:
+        orders = sorted({group_of(r['operator'])[1] for r in rows})
+        mats = {group_of(r['operator'])[2] for r in rows}
+        series = [m for m in MATRIX_ORDER if m in mats] \
+            + sorted(mats - set(MATRIX_ORDER))
+        keyed = {group_of(r['operator'])[1:]: r for r in rows}
+        slots = orders
+        labels = [f'p{o}' for o in orders]
+
+    width = 0.8 / len(series)
+    handles = {}
+    for si, mat in enumerate(series):
+        for xi, slot in enumerate(slots):
+            r = keyed.get(slot if panel == OTHER else (slot, mat))
+            if r is None:
+                continue
+            x = xi + (si - (len(series) - 1)/2)*width
+            v = value(r)
+            label = MATRIX_LABELS.get(mat, mat) if mat else 'gimmik'
+            if v is not None:
+                handles[label] = ax.bar(x, v, width*0.9, color=f'C{si}',
+                                        label=label)
+            else:
+                ax.text(x, 0, '×', ha='center', va='bottom', color='red')
+            if vendor_value and vendor_value(r) is not None:
+                handles['vendor BLAS'] = ax.plot(
+                    x, vendor_value(r), 'k_', markersize=9, mew=2,
+                    label='vendor BLAS')[0]
+    ax.set_xticks(range(len(slots)))
+    ax.set_xticklabels(labels, rotation=0 if panel != OTHER else 45,
+                       ha='center' if panel != OTHER else 'right',
+                       fontsize=8 if panel == OTHER else 10)
+    ax.set_title(panel)
+    return handles
+
+
+def _legend(fig, handles):
+    """One legend under the panels: the matrices, then the references."""
+    refs = ('vendor BLAS', 'roofline', 'parity')
+    labels = [k for k in handles if k not in refs] \
+        + [k for k in refs if k in handles]
+    fig.legend([handles[k] for k in labels], labels,
+               loc='outside lower center', ncols=min(8, len(labels)))
+
+
+def plot_bandwidth(rows, path):
+    panels = _panels(rows)
+    fig, axes = _new_figure(len(panels), 'Fraction of the measured copy '
+                            'bandwidth (roofline = 1)')
+    handles = {}
+    for ax, (panel, prow) in zip(axes, panels.items()):
+        handles |= _bar_panel(ax, panel, prow,
+                              lambda r: r.get('copy_fraction'),
+                              lambda r: r.get('vendor_copy_fraction'))
+        handles['roofline'] = ax.axhline(1.0, color='k', ls='--', lw=1,
+                                         label='roofline (copy bandwidth)')
+        ax.set_ylim(0, max(1.1, 1.05*max(
+            [r.get('copy_fraction') or 0 for r in prow]
+            + [r.get('vendor_copy_fraction') or 0 for r in prow])))
+        ax.set_ylabel('achieved / copy bandwidth')
+    _legend(fig, handles)
+    fig.savefig(path, dpi=110)
+
+
+def plot_speedup(rows, path):
+    panels = _panels(rows)
+    fig, axes = _new_figure(len(panels), 'Speed-up of gimmik over the '
+                            'vendor BLAS (vendor time / gimmik time)')
+    handles = {}
+    for ax, (panel, prow) in zip(axes, panels.items()):
+        handles |= _bar_panel(ax, panel, prow, lambda r: r.get('speedup'))
+        handles['parity'] = ax.axhline(1.0, color='k', ls='--', lw=1,
+                                       label='parity with vendor')
+        vals = [r['speedup'] for r in prow if r.get('speedup')]
+        if vals and max(vals)/min(vals) > 20:
+            ax.set_yscale('log')
+        ax.set_ylabel('speed-up')
+    _legend(fig, handles)
+    fig.savefig(path, dpi=110)
+
+
+def plot_roofline(rows, path):
+    Figure, FigureCanvasAgg = _matplotlib()
+    fig = Figure(figsize=(7, 5), layout='constrained')
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    good = ok_rows(rows)
+    panels = list(_panels(good))
+    markers = 'osD^vP*X'
+    for i, panel in enumerate(panels):
+        pr = [r for r in good if group_of(r['operator'])[0] == panel]
+        ai = [intensity(r) for r in pr]
+        ax.scatter(ai, [r['gflops'] for r in pr], marker=markers[i % 8],
+                   color=f'C{i}', label=f'{panel} (gimmik)', s=22)
+        vf = [(a, r['gflops']/r['speedup']) for a, r in zip(ai, pr)
+              if r.get('speedup')]
+        if vf:
+            ax.scatter(*zip(*vf), marker=markers[i % 8], facecolors='none',
+                       edgecolors=f'C{i}', s=22, alpha=0.6)
+    ais = [a for a in map(intensity, good) if a]
+    for bw in sorted({r['copy_gbps'] for r in good if r.get('copy_gbps')}):
+        xs = [min(ais)/1.5, max(ais)*1.5]
+        ax.plot(xs, [bw*x for x in xs], 'k--', lw=1,
+                label=f'copy bandwidth {bw:.0f} GB/s')
+    ax.set_xscale('log')
+    ax.set_yscale('log')
+    ax.set_xlabel('arithmetic intensity (useful flop / byte moved)')
+    ax.set_ylabel('GFLOP/s')
+    ax.set_title('Roofline (filled: gimmik, hollow: vendor BLAS)')
+    ax.legend(fontsize=8)
+    fig.savefig(path, dpi=110)
+
+
+def report(path, outdir=None, plots=True):
+    """Write report.md (and the plots) for a sweep; returns the paths."""
+    rows = load(path)
+    path = os.fspath(path)
+    outdir = os.fspath(outdir) if outdir else (
+        path if os.path.isdir(path) else os.path.dirname(path) or '.')
+    os.makedirs(outdir, exist_ok=True)
+
+    written, pngs = [], []
+    if plots:
+        _matplotlib()   # fail before writing anything
+        if ok_rows(rows):
+            for name, fn in zip(PLOTS, (plot_bandwidth, plot_speedup,
+                                        plot_roofline)):
+                target = os.path.join(outdir, name)
+                fn(rows, target)
+                written.append(target)
+                pngs.append(name)
+    md = os.path.join(outdir, REPORT_NAME)
+    with open(md, 'w') as f:
+        f.write(markdown(rows, pngs))
+    return [md] + written
+
+
+# -- command line -------------------------------------------------------------
+def add_arguments(ap):
+    ap.add_argument('dir', metavar='DIR',
+                    help='a gimmik sweep output directory (or its CSV)')
+    ap.add_argument('--out', default=None, metavar='OUTDIR',
+                    help='where to write report.md and the plots '
+                         '(default: DIR)')
+    ap.add_argument('--no-plots', action='store_true',
+                    help='write the Markdown only (no matplotlib needed)')
+
+
+def run(args):
+    for p in report(args.dir, args.out, plots=not args.no_plots):
+        print(p)
+    return 0
