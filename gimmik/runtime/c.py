@@ -90,7 +90,8 @@ class Runtime(_Runtime):
                       + list(cflags)
                       + shlex.split(os.environ.get('GIMMIK_CFLAGS', '')))
         self.march = march
-        self._device = (f'{_cpu_name()}, {os.cpu_count()} threads'
+        threads = os.environ.get('OMP_NUM_THREADS') or os.cpu_count()
+        self._device = (f'{_cpu_name()}, {threads} threads'
                         + (f', -march={march}' if march else ''))
 
     # -- description -----------------------------------------------------

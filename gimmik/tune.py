@@ -1,0 +1,461 @@
+"""The autotuner and ``gimmik tune``.
+
+For one operator A, β, dtype and panel shape (n, ldb, ldc) on one runtime,
+:func:`tune` walks the platform generator's candidates through
+``kernels()`` with ``send()`` feedback, checks each candidate's first output
+against the vendor BLAS (a wrong or failing candidate is reported and never
+chosen), times the rest, and compares the best with the vendor BLAS.
+
+Kernels are tuned with n, ldb and ldc as run-time arguments, so the chosen
+source serves every panel of the same n class (n rounded to a power of two)
+and row alignment; that is also what a cached result is keyed by.
+"""
+
+from dataclasses import dataclass, field
+import math
+import numbers
+import sys
+
+import numpy as np
+
+import gimmik
+from gimmik import cache
+from gimmik.analysis import analyse
+from gimmik.runtime import (Runtime, RuntimeUnavailable, get_runtime,
+                            moved_bytes)
+from gimmik.validate import check_dtype, check_matrix, check_scalar, \
+    check_sizes
+
+# Default number of columns per platform: small enough on the CPU that
+# tuning one operator takes seconds, large enough on GPUs to fill them.
+DEFAULT_N = {'c': 2**15, 'hip': 2**20, 'cuda': 2**20}
+
+# Largest relative error (max |x - ref| / max |ref|) of a candidate's output
+# against the vendor BLAS's output, by dtype.
+TOLERANCE = {'float64': 1e-12, 'float32': 1e-5}
+
+# Timing: launches before timing, and launches timed (their median counts)
+WARMUP, REPEATS = 2, 15
+
+# Buffer rotation: when one set of B and C fits in the last-level cache,
+# enough sets to cover twice the cache are cycled through, at most this many.
+MAX_SETS = 256
+
+# Value of the padding columns of C (ldc > n): a candidate must not write it
+SENTINEL = 1234.5
+
+KNAME = 'gimmik_mm'
+
+
+def default_n(platform):
+    """Default number of columns of B and C for a platform's tuning."""
+    if platform not in DEFAULT_N:
+        raise ValueError(f'platform must be one of {", ".join(DEFAULT_N)}, '
+                         f'not {platform!r}')
+    return DEFAULT_N[platform]
+
+
+@dataclass
+class TuneResult:
+    platform: str
+    device: str
+    dtype: str
+    beta: float
+    n: int
+    best: dict            # variant, time_s, gbps, src, meta (None: no winner)
+    vendor: dict          # time_s, gbps
+    copy_gbps: float
+    candidates: list      # [{variant, time_s, gbps, correct, error}]
+    use_vendor: bool
+    operator: str = None
+    m: int = 0
+    k: int = 0
+    ldb: int = 0
+    ldc: int = 0
+    vendor_error: float = 0.0   # vendor BLAS vs float64 NumPy
+    cached: bool = field(default=False, compare=False)
+
+    @property
+    def speedup(self):
+        """Vendor time over best time (> 1: gimmik is faster)."""
+        if not self.best or not self.vendor.get('time_s'):
+            return None
+        return self.vendor['time_s'] / self.best['time_s']
+
+    def to_json(self):
+        """The ``gimmik tune --json`` object."""
+        best = None
+        if self.best:
+            best = {k: self.best[k] for k in ('variant', 'time_s', 'gbps')}
+        return {
+            'operator': self.operator, 'platform': self.platform,
+            'device': self.device, 'dtype': self.dtype, 'beta': self.beta,
+            'm': self.m, 'k': self.k, 'n': self.n, 'ldb': self.ldb,
+            'ldc': self.ldc, 'best': best,
+            'vendor': {'time_s': self.vendor.get('time_s'),
+                       'gbps': self.vendor.get('gbps')},
+            'vendor_error': self.vendor_error,
+            'copy_gbps': self.copy_gbps, 'speedup': self.speedup,
+            'use_vendor': self.use_vendor,
+            'candidates': [{k: c.get(k) for k in ('variant', 'time_s', 'gbps',
+                                                  'correct', 'error')}
+                           for c in self.candidates],
+            'cached': self.cached,
+        }
+
+    def _to_cache(self):
+        obj = self.to_json()
+        obj['best'] = self.best
+        return obj
+
+    @classmethod
+    def _from_cache(cls, obj, name):
+        fields = ('platform', 'device', 'dtype', 'beta', 'n', 'best',
+                  'vendor', 'copy_gbps', 'candidates', 'use_vendor', 'm',
+                  'k', 'ldb', 'ldc', 'vendor_error')
+        res = cls(**{f: obj[f] for f in fields}, cached=True)
+        res.operator = name if name is not None else obj.get('operator')
+        return res
+
+
+def _check_panel(x, name, rows, n, dtype):
+    """A caller's host panel: a 2-D array of rows x (>= n)."""
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f'{name} must be a NumPy array, not '
+                        f'{type(x).__name__}')
+    if x.ndim != 2 or x.shape[0] != rows or x.shape[1] < n:
+        raise ValueError(f'{name} must have shape ({rows}, >= {n}), not '
+                         f'{x.shape}')
+    if x.dtype != dtype:
+        raise TypeError(f'{name} has dtype {x.dtype}, tuning is for '
+                        f'{np.dtype(dtype).name}')
+
+
+def _ld_align(ldb, ldc, cap=16):
+    g = math.gcd(ldb, ldc)
+    a = 1
+    while a < cap and g % (2*a) == 0:
+        a *= 2
+    return a
+
+
+def rel_error(x, ref):
+    """max |x - ref| / max |ref| (inf when x has a NaN or Inf)."""
+    x = np.asarray(x, dtype=np.float64)
+    if not np.isfinite(x).all():
+        return math.inf
+    scale = max(float(np.abs(ref).max()), np.finfo(np.float64).tiny)
+    return float(np.abs(x - ref).max()) / scale
+
+
+def tune(A, *, beta=0.0, dtype='float64', n=None, ldb=None, ldc=None,
+         platform='auto', runtime=None, use_cache=True, progress=None,
+         name=None, b=None, c=None):
+    """Autotune C = A*B + beta*C for one operator; returns a TuneResult.
+
+    `runtime` (a gimmik.runtime.Runtime) overrides `platform`.  `progress`
+    is called as progress(done, total, variant) after each candidate.  `b`
+    and `c` are optional host panels (k x >= n, m x >= n) whose values are
+    used for the check; `c` is restored before returning, even on error.
+    """
+    A = check_matrix(A)
+    beta = check_scalar(beta, 'beta')
+    dt = check_dtype(dtype)
+    dname = np.dtype(dt).name
+    if runtime is None:
+        if not isinstance(platform, str):
+            raise TypeError(f'platform must be a str, not '
+                            f'{type(platform).__name__}')
+        runtime = get_runtime(platform)
+    elif not isinstance(runtime, Runtime):
+        raise TypeError(f'runtime must be a gimmik.runtime.Runtime, not '
+                        f'{type(runtime).__name__}')
+    elif platform not in ('auto', runtime.name):
+        raise ValueError(f'platform {platform!r} does not match the runtime '
+                         f'({runtime.name})')
+    if n is None:
+        n = c.shape[1] if isinstance(c, np.ndarray) and c.ndim == 2 \
+            else default_n(runtime.name)
+    n, ldb, ldc, _ = check_sizes(n, ldb if ldb is not None else n,
+                                 ldc if ldc is not None else n, None)
+    if progress is not None and not callable(progress):
+        raise TypeError('progress must be callable')
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f'name must be a str, not {type(name).__name__}')
+    info = analyse(A)
+    m, k = info.m, info.k
+    if b is not None:
+        _check_panel(b, 'b', k, n, dt)
+    if c is not None:
+        _check_panel(c, 'c', m, n, dt)
+
+    key = cache.tune_key(A, beta=beta, dtype=dname, platform=runtime.name,
+                         device=str(runtime.device),
+                         options=runtime.kernel_options(), n=n, ldb=ldb,
+                         ldc=ldc, version=gimmik.__version__)
+    if use_cache:
+        hit = cache.load(key)
+        if hit is not None:
+            try:
+                res = TuneResult._from_cache(hit, name)
+                return res
+            except (KeyError, TypeError):
+                pass            # an entry of another layout: tune again
+
+    saved = None if c is None else c.copy()
+    try:
+        res = _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c)
+    finally:
+        if saved is not None:
+            np.copyto(c, saved)
+    res.operator = name
+    if use_cache:
+        cache.store(key, res._to_cache())
+    return res
+
+
+def clear_cache():
+    """Remove every cached tuning result; returns how many were removed."""
+    return cache.clear('tune')
+
+
+def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
+    m, k = info.m, info.k
+    itemsize = np.dtype(dt).itemsize
+    rng = np.random.default_rng()
+
+    # Host panels: B and C0 with sentinel padding, and the output a beta = 0
+    # candidate starts from, poisoned with NaN
+    bh = np.full((k, ldb), SENTINEL, dt)
+    ch = np.full((m, ldc), SENTINEL, dt)
+    bh[:, :n] = b[:, :n] if b is not None else rng.standard_normal((k, n))
+    ch[:, :n] = c[:, :n] if c is not None else rng.standard_normal((m, n))
+    cstart = ch.copy()
+    if beta == 0:
+        cstart[:, :n] = np.nan
+
+    exact = A @ bh[:, :n].astype(np.float64) \
+        + beta*ch[:, :n].astype(np.float64)
+    tol = TOLERANCE[np.dtype(dt).name]
+
+    # Buffer sets to rotate through when one set fits in the cache
+    setbytes = (k*ldb + m*ldc)*itemsize
+    llc = int(getattr(runtime, 'cache_bytes', lambda: 0)() or 0)
+    nsets = 1 if setbytes > llc else min(MAX_SETS,
+                                         -(-2*llc // max(setbytes, 1)))
+    bufs = [(runtime.upload(bh), runtime.upload(ch)) for _ in range(nsets)]
+
+    moved = moved_bytes(info, beta, n, itemsize)
+
+    def run_check(launch):
+        """First output of a launch on a fresh start buffer; returns
+        (relative error, the C padding is intact)."""
+        cbuf = runtime.upload(cstart)
+        launch(bufs[0][0], cbuf, n, ldb, ldc)
+        out = np.empty_like(ch)
+        runtime.download(cbuf, out)
+        padok = np.array_equal(out[:, n:], ch[:, n:])
+        return out, padok
+
+    def timed(launch):
+        state = {'i': 0}
+
+        def rotating():
+            bb, cb = bufs[state['i'] % nsets]
+            state['i'] += 1
+            launch(bb, cb, n, ldb, ldc)
+        return runtime.time(rotating, (), warmup=WARMUP, repeats=REPEATS)
+
+    # The vendor BLAS: the reference every candidate is checked against
+    vlaunch = runtime.vendor_gemm(A, 1.0, beta, dt)
+    vout, vpad = run_check(vlaunch)
+    vref = vout[:, :n].astype(np.float64)
+    verr = rel_error(vref, exact)
+    if not vpad or verr > tol:
+        raise RuntimeError(f'the vendor BLAS on {runtime.name} disagrees '
+                           f'with NumPy (relative error {verr:.3g}'
+                           f'{"" if vpad else ", wrote C padding"})')
+    vtime = timed(vlaunch)
+    vendor = {'time_s': vtime, 'gbps': moved / vtime / 1e9}
+
+    mm = runtime.matmul(A, beta, aligne=_ld_align(ldb, ldc))
+    opts = runtime.kernel_options()
+    total = _count(mm, dt, opts)
+    kgen = mm.kernels(dt, kname=KNAME, **opts)
+    cands, best, feedback = [], None, None
+    while True:
+        try:
+            src, meta = kgen.send(feedback)
+        except StopIteration:
+            break
+        rec = {'variant': meta['variant'], 'time_s': None, 'gbps': None,
+               'correct': False, 'error': None}
+        feedback = {'runtime': None}
+        try:
+            launch = runtime.compile(src, meta)
+            out, padok = run_check(launch)
+            err = rel_error(out[:, :n], vref)
+            if err > tol or not padok:
+                rec['error'] = (f'relative error {err:.3g} against the vendor '
+                                f'BLAS' if err > tol else
+                                'wrote the padding of C beyond n')
+            else:
+                rec['correct'] = True
+                t = timed(launch)
+                rec.update(time_s=t, gbps=moved / t / 1e9)
+                feedback = {'runtime': t,
+                            **runtime.launch_feedback(src, meta)}
+                if best is None or t < best['time_s']:
+                    best = {'variant': meta['variant'], 'time_s': t,
+                            'gbps': rec['gbps'], 'src': src,
+                            'meta': _plain(meta)}
+        except RuntimeUnavailable:
+            raise
+        except Exception as e:  # a failing candidate is reported, not fatal
+            rec['error'] = f'{type(e).__name__}: {e}'[:2000]
+        cands.append(rec)
+        if progress is not None:
+            progress(len(cands), max(total or 0, len(cands)), rec['variant'])
+
+    cbytes = min(max(moved, 4*llc, 64 << 20), 1 << 30)
+    copy_gbps = runtime.copy_bandwidth(cbytes) / 1e9
+    return TuneResult(
+        platform=runtime.name, device=str(runtime.device),
+        dtype=np.dtype(dt).name, beta=beta, n=n, best=best, vendor=vendor,
+        copy_gbps=copy_gbps, candidates=cands,
+        use_vendor=best is None or vtime < best['time_s'], m=m, k=k,
+        ldb=ldb, ldc=ldc, vendor_error=verr)
+
+
+def _count(mm, dt, opts):
+    """How many candidates kernels() may offer (pruning can offer fewer)."""
+    try:
+        return len(mm._candidates(dt, **mm._check_opts(**opts)))
+    except Exception:
+        return None
+
+
+def _plain(obj):
+    """meta as JSON-able values (tuples to lists, NumPy scalars to Python)."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if obj is None or isinstance(obj, (str, bool, numbers.Number)):
+        return obj
+    return str(obj)
+
+
+# -- command line ------------------------------------------------------------
+_CLI_DTYPES = {'f64': 'float64', 'f32': 'float32'}
+
+
+def add_arguments(ap):
+    ap.add_argument('operator', nargs='?', metavar='OPERATOR',
+                    help='a MatrixMarket .mtx file or FILE.npz:KEY')
+    ap.add_argument('--platform', choices=('auto', 'hip', 'cuda', 'c'),
+                    default='auto',
+                    help='where to tune (auto: hip, then cuda, then c)')
+    ap.add_argument('--dtype', choices=tuple(_CLI_DTYPES), default='f64')
+    ap.add_argument('--beta', type=float, default=0.0,
+                    help='C = A*B + beta*C (default 0)')
+    ap.add_argument('--n', type=int, default=None,
+                    help='columns of B and C (default: per platform, '
+                    + ', '.join(f'{p} {v}' for p, v in DEFAULT_N.items())
+                    + ')')
+    ap.add_argument('--json', action='store_true',
+                    help='print one JSON object instead of the table')
+    ap.add_argument('--no-cache', action='store_true',
+                    help='tune again even if a cached result exists')
+    ap.add_argument('--clear-cache', action='store_true',
+                    help='remove every cached tuning result first')
+
+
+def run(args):
+    import json
+
+    if args.clear_cache:
+        removed = clear_cache()
+        if args.operator is None:
+            print(f'removed {removed} cached tuning results')
+            return 0
+    if args.operator is None:
+        raise ValueError('OPERATOR is required (a .mtx file or FILE.npz:KEY)')
+
+    from gimmik.operators import load_operator
+    name, A = load_operator(args.operator)
+    bar = ProgressBar(sys.stderr) if sys.stderr.isatty() else None
+    try:
+        res = tune(A, beta=args.beta, dtype=_CLI_DTYPES[args.dtype],
+                   n=args.n, platform=args.platform,
+                   use_cache=not args.no_cache, name=name,
+                   progress=bar.update if bar else None)
+    finally:
+        if bar:
+            bar.close()
+    if args.json:
+        print(json.dumps(res.to_json(), indent=1))
+    else:
+        print(format_table(res))
+    return 0
+
+
+class ProgressBar:
+    """A one-line progress bar on a terminal stream."""
+
+    WIDTH = 30
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.shown = False
+
+    def update(self, done, total, label):
+        total = max(total or done, 1)
+        fill = self.WIDTH*done // total
+        self.stream.write(f'\r[{"#"*fill}{"."*(self.WIDTH - fill)}] '
+                          f'{done}/{total} {label[:40]:<40}')
+        self.stream.flush()
+        self.shown = True
+
+    def close(self):
+        if self.shown:
+            self.stream.write('\r' + ' '*(self.WIDTH + 52) + '\r')
+            self.stream.flush()
+
+
+def format_table(res):
+    """A ranked, human-readable table of a TuneResult."""
+    lines = [
+        f'operator {res.operator or "(unnamed)"}: {res.m}x{res.k}, '
+        f'{res.dtype}, beta = {res.beta:g}, n = {res.n}',
+        f'platform {res.platform}: {res.device}'
+        + (' (cached result)' if res.cached else ''),
+        f'copy bandwidth {res.copy_gbps:.1f} GB/s; vendor BLAS '
+        f'{res.vendor["time_s"]*1e6:.1f} us, {res.vendor["gbps"]:.1f} GB/s',
+        '',
+        f'{"#":>3}  {"candidate":<32} {"time/us":>10} {"GB/s":>8} '
+        f'{"vs BLAS":>8}  status',
+    ]
+    vt = res.vendor['time_s']
+    ok = sorted((c for c in res.candidates if c['correct']),
+                key=lambda c: c['time_s'])
+    bad = [c for c in res.candidates if not c['correct']]
+    for r, c in enumerate(ok, 1):
+        lines.append(f'{r:>3}  {c["variant"]:<32} {c["time_s"]*1e6:>10.1f} '
+                     f'{c["gbps"]:>8.1f} {vt / c["time_s"]:>7.2f}x  ok')
+    for c in bad:
+        err = ' '.join(str(c['error']).split())[:60]
+        lines.append(f'{"-":>3}  {c["variant"]:<32} {"":>10} {"":>8} '
+                     f'{"":>8}  FAILED: {err}')
+    lines.append('')
+    if res.best is None:
+        lines.append('no correct candidate: use the vendor BLAS')
+    elif res.use_vendor:
+        lines.append(f'best {res.best["variant"]} is {1/res.speedup:.2f}x '
+                     f'slower than the vendor BLAS: use the vendor BLAS')
+    else:
+        lines.append(f'best {res.best["variant"]} is {res.speedup:.2f}x '
+                     f'faster than the vendor BLAS')
+    return '\n'.join(lines)
