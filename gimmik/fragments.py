@@ -134,11 +134,13 @@ def bake_mfma(A):
 
 
 def mfma_count(A, msplit=1):
-    """The number of v_mfma instructions an mfma-dense kernel for A contains:
-    one per N-tile for every non-zero tile (each tile belongs to exactly one
-    wavefront, whatever the m-split or pipelining)."""
-    tl = A if isinstance(A, Tiling) else tile_operator(A)
-    return N_TILES*int(tl.nonzero.sum())
+    """The number of v_mfma instructions an mfma-dense kernel for A with
+    msplit wavefronts contains (whatever the pipelining): one per N-tile for
+    every MFMA slot.  With one wavefront that is every non-zero tile; with
+    more, the wavefronts run the same code and a slot is a (k-tile, local
+    m-tile) where any wavefront has a non-zero tile."""
+    bake = A if isinstance(A, MfmaBake) else bake_mfma(A)
+    return mfma_plan(bake, min(msplit, bake.tiling.m_tiles)).mfma_count
 
 
 # -- a NumPy model of one MFMA, for checking bakes and the executor -------
@@ -191,29 +193,40 @@ def model_product(bake, B):
 # -- the per-wavefront plan of the mfma-dense family ----------------------
 @dataclass
 class MfmaPlan:
-    """mfma-dense: wavefront y owns m-tiles range(*groups[y]); the active
-    k-tiles are walked in ``chunks`` (lists of k-tiles; one chunk per k-tile
-    on the direct path); ``work[q][y]`` lists, per k-tile of chunk q that
-    wavefront y has work in, (k-tile, [(local m-tile, tile number)]).
+    """mfma-dense: wavefront y owns the m-tiles y*per .. y*per + per - 1
+    (per = ``ntiles_per_wave``, capped at the m-tiles; ``groups[y]`` is the
+    range) and all wavefronts run the same, wave-uniform code: ``frags[y, s]``
+    is what the lanes of wavefront y feed to MFMA slot s, a zero fragment
+    where its tile is all-zero or does not exist.  A slot exists for every
+    (k-tile, local m-tile i) where some wavefront has a non-zero tile.
 
-    With LDS staging, chunk q occupies ``4*len(chunks[q])`` rows of a
-    buffer; ``stage[q][y]`` lists the B-row slots wavefront y loads into it,
-    as (first slot, B rows): one slot per load for scalar loads, two (one per
-    half-wavefront) for double2 loads.  Padding slots (row -1) get zeros.
+    The active k-tiles are walked in ``chunks`` (lists of k-tiles; one per
+    k-tile on the direct path); ``work[q]`` lists, per k-tile of chunk q
+    with work, (k-tile, [(i, slot)]).  With LDS staging, chunk q occupies
+    ``4*len(chunks[q])`` rows of a buffer; ``stage[q][y]`` lists the B-row
+    slots wavefront y loads into it, as (first slot, B rows): one slot per
+    load for scalar loads, two (one per half-wavefront) for double2 loads.
+    Padding slots (row -1) get zeros.
     """
     bake: MfmaBake
     msplit: int
     lds: bool
     vec: int
     nbuf: int
+    per: int
     groups: list
+    frags: np.ndarray      # (msplit, nslots, 64)
     chunks: list
     work: list
     stage: list
 
     @property
     def ntiles_per_wave(self):
-        return max(r1 - r0 for r0, r1 in self.groups)
+        return self.per
+
+    @property
+    def nslots(self):
+        return self.frags.shape[1]
 
     @property
     def chunk_rows(self):
@@ -224,10 +237,18 @@ class MfmaPlan:
     def lds_bytes(self):
         return self.nbuf*self.chunk_rows*WAVE*8 if self.lds else 0
 
+    @property
+    def mfma_count(self):
+        """v_mfma instructions in the kernel: one per slot and N-tile."""
+        return N_TILES*self.nslots
+
 
 def wave_groups(m_tiles, msplit):
-    """m-tiles of each of the msplit wavefronts (balanced, contiguous)."""
-    return split_even(m_tiles, msplit)
+    """m-tiles of each of the msplit wavefronts: ceil(m_tiles/msplit) each,
+    the last ones possibly fewer."""
+    per = -(-m_tiles // msplit)
+    return [(min(y*per, m_tiles), min((y + 1)*per, m_tiles))
+            for y in range(msplit)]
 
 
 def mfma_plan(A, msplit, kchunk=MAX_CHUNK_KTILES, vec=1, nbuf=1):
@@ -245,21 +266,29 @@ def mfma_plan(A, msplit, kchunk=MAX_CHUNK_KTILES, vec=1, nbuf=1):
         raise ValueError('vec and nbuf must be 1 or 2')
     lds = msplit > 1
     groups = wave_groups(tl.m_tiles, msplit)
+    per = groups[0][1] - groups[0][0]
     kts = list(range(tl.active_k_tiles))
     chs = chunks(kts, kchunk) if lds else [[kt] for kt in kts]
 
-    work = []
+    def tile_of(y, i, kt):
+        mt = y*per + i
+        return int(bake.index[mt, kt]) if mt < tl.m_tiles else -1
+
+    frags, work = [], []
     for ch in chs:
-        per_y = []
-        for r0, r1 in groups:
-            items = []
-            for kt in ch:
-                ts = [(mt - r0, int(bake.index[mt, kt]))
-                      for mt in range(r0, r1) if bake.index[mt, kt] >= 0]
-                if ts:
-                    items.append((kt, ts))
-            per_y.append(items)
-        work.append(per_y)
+        items = []
+        for kt in ch:
+            ts = []
+            for i in range(per):
+                ss = [tile_of(y, i, kt) for y in range(msplit)]
+                if max(ss) >= 0:
+                    ts.append((i, len(frags)))
+                    frags.append([bake.frags[s] if s >= 0 else np.zeros(WAVE)
+                                  for s in ss])
+            if ts:
+                items.append((kt, ts))
+        work.append(items)
+    frags = np.array(frags).reshape(-1, msplit, WAVE).transpose(1, 0, 2)
 
     stage = []
     if lds:
@@ -268,5 +297,5 @@ def mfma_plan(A, msplit, kchunk=MAX_CHUNK_KTILES, vec=1, nbuf=1):
             loads = [(s, tuple(rows[s:s + vec]))
                      for s in range(0, len(rows), vec)]
             stage.append([loads[y::msplit] for y in range(msplit)])
-    return MfmaPlan(bake, msplit, lds, vec, nbuf if lds else 1, groups, chs,
-                    work, stage)
+    return MfmaPlan(bake, msplit, lds, vec, nbuf if lds else 1, per, groups,
+                    np.ascontiguousarray(frags), chs, work, stage)

@@ -6,14 +6,16 @@
 ## N-tiles: lane L = 16g + t handles columns col .. col+3 (col = 64*block +
 ## 4t), column col + nt being column t of N-tile nt, so every MFMA operand
 ## and result of a lane is four consecutive columns.  Wavefront y (one per
-## blockDim.y) owns the m-tiles plan.groups[y] and keeps only their
-## accumulators acc<i>_<nt> (i: its i-th m-tile, nt: N-tile) live.
+## blockDim.y) owns the m-tiles y*per .. y*per + per-1 and keeps only their
+## accumulators acc<i>_<nt> (i: its i-th m-tile, nt: N-tile) live.  All
+## wavefronts run the same code: the fragment table has one row per
+## wavefront (plan.frags), zero where a wavefront's tile is all-zero.
 ##
 ## msplit = 1 (direct): B goes from global memory straight into registers,
 ## one k-tile at a time, skipping all-zero tiles of A.  msplit > 1: the block
 ## stages the rows of B that A uses in LDS, chunk by chunk (plan.chunks, at
-## most 8 k-tiles), padding rows zero-filled, and each wavefront multiplies
-## its m-tiles by every chunk.
+## most 8 k-tiles), padding rows zero-filled (each wavefront loads its share,
+## plan.stage), and every wavefront multiplies its m-tiles by every chunk.
 ## pipe 1: the next k-tile's (or chunk's) global loads are issued before the
 ## current MFMAs (registers, then a second LDS buffer); pipe 2: in addition,
 ## each k-tile's fragment is read from LDS one k-tile ahead of its MFMAs.
@@ -41,20 +43,29 @@
 %>
 typedef double gimmik_v4d __attribute__((vector_size(32)));
 
-// A in fragment order: ${afrag}[s][16g + t] is what lane 16g + t feeds to
-// the MFMA of tile s, A[16*mt + t][B row g of k-tile kt].
-__constant__ const double ${afrag}[${len(bake.tiles)}][64] = {
-% for s, (mt, kt) in enumerate(bake.tiles):
-    {   // tile ${s}: m-tile ${mt}, k-tile ${kt} (B rows ${', '.join(str(r) for r in tl.ktile_rows(kt) if r >= 0)})
+// A in fragment order: ${afrag}[y][s][16g + t] is what lane 16g + t of
+// wavefront y feeds to MFMA slot s: A[16*mt + t][B row g of the k-tile] for
+// its m-tile mt of the slot.
+__constant__ const double ${afrag}[${ms}][${plan.nslots}][64] = {
+% for y in range(ms):
+  { // wavefront ${y}
+% for q, items in enumerate(plan.work):
+% for kt, ts in items:
+% for i, slot in ts:
+    {   // slot ${slot}: m-tile ${plan.per*y + i}, k-tile ${kt}
 % for g in range(4):
-        ${', '.join(lit(v) for v in bake.frags[s][16*g:16*g + 16])},
+        ${', '.join(lit(v) for v in plan.frags[y, slot, 16*g:16*g + 16])},
 % endfor
     },
+% endfor
+% endfor
+% endfor
+  },
 % endfor
 };
 
 // B at p[0..3] for one lane's four columns, zero from column n on
-static __device__ __forceinline__ gimmik_v4d
+static __device__ inline gimmik_v4d
 ${kname}_ldb4(const double* __restrict__ p, int nleft)
 {
     gimmik_v4d v = {0.0, 0.0, 0.0, 0.0};
@@ -79,7 +90,7 @@ ${kname}_ldb4(const double* __restrict__ p, int nleft)
 
 % if plan.lds:
 // One lane's four columns of a B row staged in LDS
-static __device__ __forceinline__ gimmik_v4d
+static __device__ inline gimmik_v4d
 ${kname}_lds4(const double* p)
 {
     const gimmik_v2 lo = *(const gimmik_v2*) p;
@@ -90,7 +101,7 @@ ${kname}_lds4(const double* p)
 
 % if vec == 2:
 // B at p[0..1] for staging, zero from column n on
-static __device__ __forceinline__ gimmik_v2
+static __device__ inline gimmik_v2
 ${kname}_ldb2(const double* __restrict__ p, int nleft)
 {
     gimmik_v2 v = {0.0, 0.0};
@@ -104,7 +115,7 @@ ${kname}_ldb2(const double* __restrict__ p, int nleft)
 % endif
 % endif
 // p[0..3] = x0..x3${'' if beta == 0 else ' + beta*p[0..3]'} (columns from n on untouched), non-temporally
-static __device__ __forceinline__ void
+static __device__ inline void
 ${kname}_stc4(double* __restrict__ p, int nleft,
 ${' '*len(kname)}       double x0, double x1, double x2, double x3)
 {
@@ -129,7 +140,7 @@ ${' '*len(kname)}       double x0, double x1, double x2, double x3)
     }
 }
 
-## Run body(y) for wavefront y (wave-uniform: a scalar branch).
+## Run body(y) for wavefront y (wave-uniform: a scalar branch; no MFMA).
 <%def name="per_wave(body)">\
 % if ms == 1:
 ${body(0)}\
@@ -147,7 +158,7 @@ ${body(y)}\
 % endif
 </%def>
 
-## The four MFMAs (one per N-tile) of tile s into m-tile i, B in bv.
+## The four MFMAs (one per N-tile) of slot s into m-tile i, B in bv.
 <%def name="mfmas(i, s, bv)">\
         {
             const double a = afrag[${64*s}];
@@ -201,10 +212,10 @@ ${kname}_ldb4(${ptr}, ${nl})\
 % endfor
 </%def>
 
-## Wavefront y's MFMAs over chunk q, its B in LDS buffer buf.
-<%def name="compute(q, y, buf)">\
+## The MFMAs over chunk q, its B in LDS buffer buf.
+<%def name="compute(q, buf)">\
 <%
-    items = plan.work[q][y]
+    items = plan.work[q]
     k0 = plan.chunks[q][0]
 %>\
 % for idx, (kt, ts) in enumerate(items):
@@ -228,24 +239,14 @@ ${mfmas(i, s, 'bk')}\
 % endfor
 </%def>
 
-## Wavefront y's rows of C from its accumulators.
-<%def name="finish(y)">\
-<%
-    r0, r1 = plan.groups[y]
-%>\
-% for i, mt in enumerate(range(r0, r1)):
-% if beta == 1 and not tl.nonzero[mt].any():
-        // m-tile ${mt}: A is zero there and beta = 1, C is unchanged
-% else:
+## This wavefront's rows of C from its accumulators (rows past m skipped).
+<%def name="finish()">\
+% for i in range(nacc):
 % for v in range(4):
-<%
-    row0 = 16*mt + 4*v
-%>\
-% if row0 < m:
-        ${'' if row0 + 4 <= m else f'if (g < {m - row0}) '}${kname}_stc4(cg + ${row0}*ldcl, nleft, acc${i}_0[${v}], acc${i}_1[${v}], acc${i}_2[${v}], acc${i}_3[${v}]);
+% if 16*i + 4*v < m:
+        if (${16*i + 4*v} < mleft) ${kname}_stc4(cw + ${16*i + 4*v}*ldcl, nleft, acc${i}_0[${v}], acc${i}_1[${v}], acc${i}_2[${v}], acc${i}_3[${v}]);
 % endif
 % endfor
-% endif
 % endfor
 </%def>
 
@@ -253,12 +254,18 @@ ${self.prologue()}\
     const int lane = threadIdx.x, g = lane >> 4, t = lane & 15;
 % if ms > 1:
     const int wave = __builtin_amdgcn_readfirstlane(threadIdx.y);
+% else:
+    const int wave = 0;
 % endif
 
     // This lane's columns col .. col+3 (col + nt in N-tile nt)
     const int col = 64*blockIdx.x + 4*t, nleft = n - col;
-    const double* __restrict__ afrag = ${afrag}[0] + lane;
-    ${dtype}* cg = c + g*ldcl + col;
+    const double* __restrict__ afrag = ${afrag}[wave][0] + lane;
+
+    // This lane's rows of C: 16*${plan.per}*wave + g + (16i + 4v) for element
+    // v of acc<i>_<nt>, of which mleft are left
+    ${dtype}* cw = c + (${16*plan.per}*wave + g)*ldcl + col;
+    const int mleft = ${m} - ${16*plan.per}*wave - g;
     const gimmik_v4d zero4 = {0.0, 0.0, 0.0, 0.0};
 % for i in range(nacc):
     gimmik_v4d ${', '.join(f'acc{i}_{nt} = zero4' for nt in range(4))};
@@ -278,7 +285,7 @@ ${self.prologue()}\
 % elif q + 1 < nchunk:
     bn = ${ldb_direct(plan.chunks[q + 1][0])};
 % endif
-% for kt_, ts in plan.work[q][0]:
+% for kt_, ts in plan.work[q]:
 % for i, s in ts:
 ${mfmas(i, s, 'bk')}\
 % endfor
@@ -312,12 +319,16 @@ ${per_wave(lambda y: capture(stage_load, 0, y) + capture(stage_store, 0, y, 0))}
 %>
     // Chunk ${q}: k-tiles ${plan.chunks[q][0]}..${plan.chunks[q][-1]}
 % if pipe >= 1:
-${per_wave(lambda y: (capture(stage_load, q + 1, y) if nxt else '') + capture(compute, q, y, buf) + (capture(stage_store, q + 1, y, (q + 1) % 2) if nxt else ''))}\
 % if nxt:
+${per_wave(lambda y: capture(stage_load, q + 1, y))}\
+% endif
+${compute(q, buf)}\
+% if nxt:
+${per_wave(lambda y: capture(stage_store, q + 1, y, (q + 1) % 2))}\
     __syncthreads();
 % endif
 % else:
-${per_wave(lambda y: capture(compute, q, y, 0))}\
+${compute(q, 0)}\
 % if nxt:
     __syncthreads();
 ${per_wave(lambda y: capture(stage_load, q + 1, y) + capture(stage_store, q + 1, y, 0))}\
@@ -327,6 +338,6 @@ ${per_wave(lambda y: capture(stage_load, q + 1, y) + capture(stage_store, q + 1,
 % endfor
 % endif
 
-    // C = A*B${'' if beta == 0 else ' + beta*C'}: element v of acc<i>_<nt> is row 16*mtile + 4v + g, column col + nt
-${per_wave(finish)}\
+    // C = A*B${'' if beta == 0 else ' + beta*C'}
+${finish()}\
 }
