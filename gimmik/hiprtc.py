@@ -231,7 +231,7 @@ def _log(hiprtc, prog):
         return ''
     buf = bytearray(size)
     hiprtc.hiprtcGetProgramLog(prog, buf)
-    return bytes(buf).rstrip(b'\0').decode(errors='replace')
+    return bytes(buf).rstrip(b'\0').decode(errors='replace').rstrip()
 
 
 # -- reading the code object ----------------------------------------------------
@@ -255,8 +255,8 @@ def kernel_symbols(code):
     for elf in _elf_images(code):
         try:
             names |= _elf_functions(elf)
-        except struct.error:
-            continue
+        except (struct.error, IndexError, ValueError):
+            continue        # not a well-formed ELF image
     return names
 
 

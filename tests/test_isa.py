@@ -98,7 +98,7 @@ def check_candidates(name, A, beta):
         # no spills, no scratch
         assert rep['scratch_bytes'] == 0, f'{what}: {rep["scratch_bytes"]} ' \
             f'bytes of scratch ({rep["vgpr_spills"]} VGPR spills)'
-        assert rep['vgpr_spills'] == 0 and rep['sgpr_spills'] == 0, what
+        assert rep['vgpr_spills'] == 0, what   # (SGPRs spill to VGPR lanes)
         assert rep['flat_ops'] == 0, f'{what}: flat memory operations'
         # two columns per thread: B moves in 16-byte loads
         width = params.get('width', params.get('vec', 1))
