@@ -31,7 +31,7 @@ BASE_CFLAGS = ['-O3', '-std=c11', '-fopenmp', '-shared', '-fPIC']
 _MARCH_OK = set('abcdefghijklmnopqrstuvwxyz0123456789-_.')
 
 _lock = threading.Lock()
-_loaded = {}   # path of a built library -> ctypes.CDLL
+_loaded = {}   # hash of source, compiler and flags -> ctypes.CDLL
 
 
 def _cpu_name():
@@ -125,12 +125,12 @@ class Runtime(_Runtime):
                              .encode()).hexdigest()[:24]
         sopath = os.path.join(cache_dir('c'), f'{key}.so')
         with _lock:
-            if sopath in _loaded:
-                return _loaded[sopath]
+            if key in _loaded:
+                return _loaded[key]
             if not os.path.exists(sopath):
                 self._compile_to(src, sopath)
             lib = ctypes.CDLL(sopath)
-            _loaded[sopath] = lib
+            _loaded[key] = lib
             return lib
 
     def _compile_to(self, src, sopath):

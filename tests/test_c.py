@@ -1,0 +1,214 @@
+"""CMatMul and the c runtime: every candidate's numerics compiled by the
+system C compiler and run through ctypes, the meta contract, the vendor
+baseline and the runtime's checks."""
+
+import itertools
+import re
+
+import numpy as np
+import pytest
+
+from conftest import Panels, random_operator
+from gimmik import CMatMul
+from gimmik.base import MatMul
+from gimmik.c import CANDIDATES, MAX_SCRATCH
+from gimmik.runtime import RuntimeUnavailable, get_runtime
+
+
+@pytest.fixture(scope='module')
+def rt():
+    return get_runtime('c')
+
+
+def sample_operator(rng, m=7, k=6):
+    A = random_operator(rng, m, k, 0.45)
+    A[2] = 0                               # an all-zero row
+    A[:, 3] = 0                            # an unused row of B
+    A[0, 0] = 1.0                          # at least one term left
+    return A
+
+
+def run_all(rt, A, beta, dtype, rng, n, ldb, ldc, baked=False, full=False):
+    sizes = dict(n=n, ldb=ldb, ldc=ldc) if baked else {}
+    mm = CMatMul(A, beta=beta, **sizes)
+    kgen = mm.kernels(dtype)
+    seen = []
+    for src, meta in kgen:
+        p = Panels(rng, A, beta, dtype, n, ldb, ldc)
+        rt.compile(src, meta)(p.bfull, p.cfull, n, ldb, ldc)
+        p.check(f'{meta["variant"]} beta={beta} {np.dtype(dtype).name}')
+        seen.append(meta['variant'])
+        if not full and len(seen) == 3:
+            kgen.close()
+    return seen
+
+
+# -- numerics ------------------------------------------------------------
+
+@pytest.mark.parametrize('beta', [0.0, 1.0, -0.75])
+def test_every_family_float64(rt, rng, beta):
+    A = sample_operator(rng)
+    # ragged n: not a multiple of any width; padded, unequal strides
+    seen = run_all(rt, A, beta, np.float64, rng, 1000, 1003, 1010, full=True)
+    assert {v.split('/')[0] for v in seen} == {'cstream', 'cstream-row',
+                                               'bstream'}
+
+
+def test_float32_and_baked(rt, rng):
+    A = sample_operator(rng)
+    run_all(rt, A, 0.5, np.float32, rng, 777, 780, 777)
+    run_all(rt, A, 0.0, np.float64, rng, 130, 131, 136, baked=True)
+
+
+def test_single_column_and_wide_operator(rt, rng):
+    A = random_operator(rng, 3, 40, 0.3)
+    run_all(rt, A, 0.0, np.float64, rng, 1, 1, 1)
+    run_all(rt, A.T.copy(), 2.0, np.float64, rng, 65, 65, 65)
+
+
+@pytest.mark.full
+@pytest.mark.parametrize('dtype,beta,baked', list(itertools.product(
+    [np.float32, np.float64], [0.0, 1.0, 0.3], [False, True])))
+def test_sweep(rt, rng, dtype, beta, baked):
+    for m, k, d in [(1, 1, 1.0), (20, 15, 0.3), (60, 40, 0.1), (9, 64, 0.9)]:
+        A = random_operator(rng, m, k, d)
+        for n, pad in [(1, 0), (63, 1), (1025, 7)]:
+            run_all(rt, A, beta, dtype, rng, n, n + pad, n + 2*pad,
+                    baked=baked, full=True)
+
+
+# -- the contract ---------------------------------------------------------
+
+def test_meta_contract(rng):
+    A = sample_operator(rng)
+    metas = [meta for _, meta in CMatMul(A).kernels('float64')]
+    assert len(metas) == len({m['variant'] for m in metas}) >= 3
+    for meta in metas:
+        assert meta['block'] == (1, 1, 1)
+        assert meta['args'] == ('n', 'b', 'ldb', 'c', 'ldc')
+        # the base geometry gives the number of column blocks
+        grid, block = MatMul.launch_config(meta, 1000)
+        assert grid[0] == -(-1000 // meta['width'])
+    baked = next(CMatMul(A, n=10, ldb=12, ldc=10).kernels('float32'))[1]
+    assert baked['args'] == ('b', 'c') and baked['grid'][0] >= 1
+
+
+def test_source_shape(rng):
+    A = sample_operator(rng)
+    for beta in (0.0, 1.0, 0.5):
+        for src, meta in CMatMul(A, beta=beta).kernels('float64',
+                                                       kname='my_mm'):
+            assert 'void my_mm(int n, const double* restrict b' in src
+            assert '#pragma omp parallel for' in src
+            assert '#pragma omp simd' in src
+            if beta == 0:    # C is only ever stored to, never read
+                for line in src.splitlines():
+                    assert not re.search(r'=.*\bc\[', line), line
+
+
+def test_scratch_gate(rng):
+    """bstream's accumulators must fit MAX_SCRATCH bytes per thread."""
+    A = random_operator(rng, 200, 10, 0.5)
+    A[:, 0] = 1.0
+    for dtype in ('float32', 'float64'):
+        size = np.dtype(dtype).itemsize
+        for _, meta in CMatMul(A).kernels(dtype):
+            if meta['tplname'] == 'bstream':
+                assert 200*meta['width']*size <= MAX_SCRATCH
+    assert all(f in ('cstream', 'cstream-row', 'bstream')
+               for f, _, _ in CANDIDATES)
+
+
+def test_pruning_with_feedback(rng):
+    A = sample_operator(rng)
+    kgen = CMatMul(A).kernels('float64')
+    src, meta = kgen.send(None)
+    offered = [meta['variant']]
+    try:
+        while True:
+            t = 1.0 if meta['tplname'] == 'cstream' else 100.0
+            src, meta = kgen.send({'runtime': t})
+            offered.append(meta['variant'])
+    except StopIteration:
+        pass
+    everything = [m['variant'] for _, m in CMatMul(A).kernels('float64')]
+    assert len(offered) < len(everything)
+    assert all(v in offered for v in everything if v.startswith('cstream/'))
+
+
+# -- bad input ---------------------------------------------------------------
+
+def test_bad_input_before_source(rng):
+    A = sample_operator(rng)
+    with pytest.raises(TypeError, match='dtype'):
+        next(CMatMul(A).kernels('float16'))
+    with pytest.raises(ValueError, match='kname'):
+        next(CMatMul(A).kernels('float64', kname='x; system("rm")'))
+    with pytest.raises(TypeError):
+        next(CMatMul(A).kernels('float64', gcn_arch='gfx90a'))
+    with pytest.raises(ValueError, match='ldb'):
+        CMatMul(A, n=10, ldb=9, ldc=10)
+    with pytest.raises(ValueError, match='A'):
+        CMatMul(np.full((3, 3), np.nan))
+
+
+def test_runtime_checks(rt, rng):
+    A = sample_operator(rng)
+    m, k = A.shape
+    src, meta = next(CMatMul(A).kernels('float64'))
+    launch = rt.compile(src, meta)
+    b, c = np.zeros((k, 10)), np.zeros((m, 10))
+    with pytest.raises(TypeError, match='b has dtype'):
+        launch(b.astype(np.float32), c, 10, 10, 10)
+    with pytest.raises(ValueError, match='c must be'):
+        launch(b, c[:, ::2], 5, 10, 5)
+    with pytest.raises(ValueError, match='n'):
+        launch(b, c, 11, 10, 10)
+    with pytest.raises(TypeError, match='NumPy'):
+        launch(b.tolist(), c, 10, 10, 10)
+    with pytest.raises(ValueError, match='read-only'):
+        c.flags.writeable = False
+        launch(b, c, 10, 10, 10)
+
+    src, meta = next(CMatMul(A, n=10, ldb=10, ldc=10).kernels('float64'))
+    baked = rt.compile(src, meta)
+    with pytest.raises(ValueError, match='baked'):
+        baked(np.zeros((k, 12)), np.zeros((m, 12)), 12, 12, 12)
+
+
+def test_compile_error_has_log(rt):
+    meta = {'kname': 'gimmik_mm', 'dtype': 'float64', 'm': 1, 'k': 1,
+            'args': ('b', 'c'), 'n': 1, 'ldb': 1, 'ldc': 1}
+    with pytest.raises(RuntimeError, match='rejected'):
+        rt.compile('void gimmik_mm(const double* b, double* c) { oops }\n',
+                   meta)
+
+
+def test_runtime_options():
+    with pytest.raises(RuntimeUnavailable, match='no C compiler'):
+        get_runtime('c', cc='no-such-cc-gimmik')
+    with pytest.raises(ValueError, match='march'):
+        get_runtime('c', march='native -o /tmp/x')
+    with pytest.raises(TypeError, match='cflags'):
+        get_runtime('c', cflags='-O0')
+
+
+# -- the vendor baseline --------------------------------------------------------
+
+@pytest.mark.parametrize('dtype', [np.float64, np.float32])
+@pytest.mark.parametrize('beta', [0.0, 1.0, -0.5])
+@pytest.mark.parametrize('pad', [0, 3])
+def test_vendor_gemm(rt, rng, dtype, beta, pad):
+    A = random_operator(rng, 9, 7, 0.5)
+    n = 301
+    p = Panels(rng, A, beta, dtype, n, n + pad, n + 2*pad)
+    rt.vendor_gemm(A, 1.0, beta, dtype)(p.bfull, p.cfull, n, n + pad,
+                                        n + 2*pad)
+    p.check(f'vendor beta={beta}')
+
+
+def test_copy_bandwidth_and_time(rt):
+    assert rt.copy_bandwidth(1 << 20) > 0
+    calls = []
+    t = rt.time(lambda: calls.append(1), (), warmup=3, repeats=4)
+    assert t >= 0 and len(calls) == 7
