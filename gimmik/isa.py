@@ -379,6 +379,8 @@ def add_arguments(p):
                         '(default 4; odd values disable the width-2 kernels)')
     p.add_argument('--n', type=int, default=None,
                    help='bake this n into the kernels (with ldb = ldc = n)')
+    p.add_argument('--family', action='append', default=None,
+                   help='only the candidates of this family (repeatable)')
     p.add_argument('--jobs', type=int, default=None,
                    help='parallel clang processes (default: CPU count)')
     p.add_argument('--json', action='store_true',
@@ -386,13 +388,15 @@ def add_arguments(p):
 
 
 def candidate_sources(A, arches, dtype='float64', beta=0.0, aligne=None,
-                      n=None):
-    """[(variant, arch, src)] for every HIP candidate of A on each arch."""
+                      n=None, families=None):
+    """[(variant, arch, src)] for every HIP candidate of A on each arch
+    (only those of `families` when given)."""
     from gimmik.hip import HIPMatMul
     sizes = dict(n=n, ldb=n, ldc=n) if n is not None else {}
     mm = HIPMatMul(A, beta=beta, aligne=aligne, **sizes)
     return [(meta['variant'], arch, src) for arch in arches
-            for src, meta in mm.kernels(dtype, gcn_arch=arch)]
+            for src, meta in mm.kernels(dtype, gcn_arch=arch)
+            if not families or meta['tplname'] in families]
 
 
 def run(args):
@@ -402,8 +406,15 @@ def run(args):
     if args.jobs is not None and args.jobs < 1:
         raise ValueError(f'--jobs must be at least 1, not {args.jobs}')
     name, A = load_operator(args.operator)
+    if args.family:
+        from gimmik.hip import CANDIDATES
+        known = {row[0] for row in CANDIDATES}
+        for f in args.family:
+            if f not in known:
+                raise ValueError(f'--family {f!r} is not one of '
+                                 f'{", ".join(sorted(known))}')
     cands = candidate_sources(A, arches, args.dtype, args.beta, args.aligne,
-                              args.n)
+                              args.n, args.family)
     reps = inspect_many([(src, arch) for _, arch, src in cands], args.jobs)
     rows = []
     for (variant, arch, _), rep in zip(cands, reps):

@@ -365,23 +365,57 @@ def _mfma_family():
     return pytest.importorskip('gimmik.fragments')
 
 
+def expected_mfma(tiling, msplit, ntiles):
+    """v_mfma instructions of an mfma-dense kernel, from the tile mask: the
+    msplit wavefronts share one instruction stream, each owning a contiguous
+    run of `per` m-tiles, so local m-tile mt of k-tile kt needs an MFMA per
+    N-tile of the wavefront when any wavefront's tile there is non-zero."""
+    mt_count, kt_count = tiling.nonzero.shape
+    ms = min(msplit, mt_count)
+    per = -(-mt_count // ms)
+    slots = sum(any(tiling.nonzero[y*per + mt, kt] for y in range(ms)
+                    if y*per + mt < mt_count)
+                for kt in range(kt_count) for mt in range(per))
+    return ntiles*slots
+
+
 def check_mfma(name):
     fr = _mfma_family()
     A = _operator(name)
     rows = reports(name, A, 0.0, family='mfma-dense')
     if not rows:
         pytest.skip(f'mfma-dense is not offered for {name}')
-    # one MFMA per N-tile of a wavefront for every non-zero 16x4 tile of A
     tiling = fr.tile_operator(A)
-    expect = fr.N_TILES*int(np.count_nonzero(tiling.nonzero))
     for variant, arch, params, rep in rows:
         what = f'{name} {variant} {arch}'
         assert not isinstance(rep, Exception), f'{what}: {rep}'
+        expect = expected_mfma(tiling, params['msplit'], fr.N_TILES)
         assert rep['mfma'] == expect, f'{what}: {rep["mfma"]} != {expect}'
-        assert rep['mfma'] == fr.mfma_count(A, params.get('msplit', 1))
+        assert rep['mfma'] == fr.mfma_count(A, params['msplit'])
         assert set(rep['mfma_kinds']) <= {'v_mfma_f64_16x16x4f64',
                                           'v_mfma_f64_16x16x4_f64'}, what
         assert rep['scratch_bytes'] == 0, what
+
+
+def test_mfma_dense_zero_tiles(rng):
+    """A dense operator with whole zero 16x4 tiles: one wavefront skips
+    them, several keep a slot while any wavefront's tile there is live."""
+    _clang_or_skip()
+    fr = _mfma_family()
+    A = random_operator(rng, 40, 24, 1.0)
+    A[16:32, 4:8] = 0           # m-tile 1 of k-tile 1
+    A[0:40, 12:16] = 0          # k-tile 3 entirely (a B-row gap)
+    A[0:16, 20:24] = 0          # m-tile 0 of k-tile 5
+    tiling = fr.tile_operator(A)
+    rows = reports('zero-tiles', A, 0.0, family='mfma-dense')
+    if not rows:
+        pytest.skip('mfma-dense is not offered for a 40x24 operator')
+    counts = set()
+    for variant, arch, params, rep in rows:
+        expect = expected_mfma(tiling, params['msplit'], fr.N_TILES)
+        assert rep['mfma'] == expect, f'{variant} {arch}'
+        counts.add((params['msplit'], rep['mfma']))
+    assert (1, fr.N_TILES*(3*5 - 2)) in counts
 
 
 @pytest.mark.parametrize('name', MFMA_DEFAULT_OPS)
