@@ -21,9 +21,10 @@ WARP = 32
 # Static __shared__ arrays are limited to 48 KiB in CUDA.
 MAX_STATIC_SHARED = 48*1024
 
-# The largest number of accumulators (per thread, per column) a bstream
-# kernel keeps in registers before it is not offered.
-MAX_BSTREAM_ACC = 96
+# A candidate whose estimated live values (32-bit registers per thread, see
+# register_estimate) exceed this is not offered: it would spill to local
+# memory (a thread has at most 255).
+MAX_EST_REGISTERS = 200
 
 # The CUDA candidate table.  Each row: family, parameters, and the named
 # conditions (see _gates) under which it is offered.  Order is the order of
@@ -36,13 +37,15 @@ CANDIDATES = [
     ('mma-dense', dict(mwarps=8, nwarps=1, ntile=4, kstage=4), 'mma w2'),
     ('mma-dense', dict(mwarps=8, nwarps=1, ntile=2, kstage=8), 'mma w2'),
     ('cstream', dict(width=2, ld='nc'), 'w2 stream'),
-    ('bstream', dict(width=2, ld='cs'), 'w2 smallm stream'),
+    ('bstream', dict(width=2, ld='cs'), 'w2 stream'),
     ('cstream', dict(width=1, ld='nc'), 'stream'),
-    ('bstream', dict(width=1, ld='cs'), 'smallm stream'),
+    ('bstream', dict(width=1, ld='cs'), 'stream'),
     ('bstream-msplit', dict(width=2, msplit=2, bsz=16, ld='cs'), 'w2 stream'),
     ('bstream-msplit', dict(width=2, msplit=4, bsz=16, ld='cs'), 'w2 stream'),
     ('bstream-msplit', dict(width=1, msplit=4, bsz=16, ld='cs'), 'stream'),
     ('bstream-msplit', dict(width=1, msplit=8, bsz=16, ld='cs'), 'stream'),
+    ('bstream-msplit', dict(width=1, msplit=16, bsz=16, ld='cs'), 'stream'),
+    ('bstream-msplit', dict(width=1, msplit=32, bsz=16, ld='cs'), 'stream'),
     ('cstream', dict(width=2, ld='cs'), 'w2 stream'),
     ('cstream', dict(width=1, ld='reload'), 'bigk stream'),
     ('cstream-ksplit', dict(ksplit=2), 'stream'),
@@ -60,13 +63,11 @@ STREAM_BLOCK = 128
 
 def _gates(mm, dtype, cc):
     """The named conditions a candidate row may require."""
-    nacc = mm.info.m - len(mm.info.zero_rows)
     mma_offered = (dtype == np.float64 and cc >= (8, 0)
                    and mma_worth_it(mm.info) and mm.width2_ok())
     return {
         'w2': mm.width2_ok(),
         'beta': mm.beta != 0,
-        'smallm': nacc <= MAX_BSTREAM_ACC,
         'bigk': len(mm.info.bix) > 64,
         'stream': not (mma_offered and mm.info.nnz > MAX_STREAM_NNZ_DENSE),
         'mma': mma_offered,
@@ -103,11 +104,38 @@ class CUDAMatMul(MatMul):
 
     def _fits(self, cand, dtype):
         block, shared, _ = self._geometry(cand, dtype)
-        if cand.family == 'mma-dense' and mma_accumulators(
-                self.A, cand.params) > MAX_MMA_ACC:
+        if self.register_estimate(cand, dtype) > MAX_EST_REGISTERS:
             return False
         return (block[0]*block[1] <= 1024
                 and shared <= MAX_STATIC_SHARED)
+
+    def register_estimate(self, cand, dtype):
+        """32-bit registers per thread the candidate's live values need at
+        the most (accumulators, staged or hoisted B values), plus a margin
+        for addresses and indices."""
+        p = cand.params
+        words = np.dtype(dtype).itemsize // 4 * p.get('width', 1)
+        margin = 24
+        if cand.family == 'cstream':
+            if p.get('ld') == 'reload':
+                return margin + 2*words
+            return margin + words*max_live_b(plans.cstream_plan(self.A))
+        if cand.family == 'bstream':
+            nacc = self.info.m - len(self.info.zero_rows)
+            return margin + words*(nacc + 1)
+        if cand.family == 'bstream-msplit':
+            plan = plans.msplit_plan(self.A, min(p['msplit'], self.info.m),
+                                     p['bsz'])
+            nstage = max(len(ld) for per_q in plan.loads for ld in per_q)
+            return margin + words*(plan.nacc + nstage)
+        if cand.family == 'cstream-ksplit':
+            plan = plans.ksplit_plan(self.A, p['ksplit'])
+            nown = max(sum(1 for o in plan.owner if o == y)
+                       for y in range(p['ksplit']))
+            return margin + words*max(len(ld) + nown for ld in plan.loads)
+        if cand.family == 'mma-dense':
+            return margin + 2*mma_accumulators(self.A, p) + 2*p['ntile']
+        raise ValueError(f'unknown CUDA family {cand.family!r}')
 
     # -- geometry and template contexts per family -----------------------
     def _geometry(self, cand, dtype):
@@ -133,7 +161,7 @@ class CUDAMatMul(MatMul):
         block, shared, width = self._geometry(cand, dtype)
         lit = lambda x: self.lit(x, dtype)  # noqa: E731
         ctx = {'lit': lit, 'zero_rows': set(self.info.zero_rows),
-               'ld': cand.params.get('ld', 'nc')}
+               'ld': cand.params.get('ld', 'nc'), 'minblocks': None}
         p = cand.params
         if cand.family == 'cstream':
             ctx['plan'] = plans.cstream_plan(self.A)
@@ -148,6 +176,11 @@ class CUDAMatMul(MatMul):
         elif cand.family == 'mma-dense':
             ctx['plan'] = mma_plan(self.A, p['mwarps'], p['nwarps'],
                                    p['ntile'], p['kstage'])
+            # without a second launch bound ptxas may cap the registers
+            # low enough to spill (seen at 64 for 128 threads on sm_90)
+            est = self.register_estimate(cand, dtype)
+            regs = -(-(est*5//4 + 16) // 8)*8
+            ctx['minblocks'] = max(1, min(8, 65536 // (block[0]*regs)))
         return ctx, block, shared, width
 
     def render(self, cand, dtype, kname='gimmik_mm'):
@@ -166,6 +199,21 @@ class CUDAMatMul(MatMul):
         block = tuple(meta['block'])
         cols = meta.get('cols_per_block') or block[0]*meta['width']
         return (max(1, -(-int(n) // cols)), 1, 1), block
+
+
+def max_live_b(plan):
+    """cstream: the most B values live at once when row i of C is computed
+    in turn and each B row is held from its first to its last use."""
+    last = {}
+    for row in plan:
+        for j, _ in row.terms:
+            last[j] = row.i
+    live = best = 0
+    for row in plan:
+        live += len(row.loads)
+        best = max(best, live)
+        live -= sum(1 for j in last if last[j] == row.i)
+    return best
 
 
 # -- mma-dense: the FP64 tensor-core bake -----------------------------------
@@ -187,10 +235,6 @@ MMA_MIN_MK = 32*32
 
 def mma_worth_it(info):
     return info.density >= DENSE_DENSITY and info.m*info.k >= MMA_MIN_MK
-
-
-# The largest number of f64 accumulators per thread an mma-dense kernel keeps.
-MAX_MMA_ACC = 96
 
 
 def mma_accumulators(A, params):

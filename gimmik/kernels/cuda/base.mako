@@ -6,19 +6,24 @@
     v2 = dtype + '2'
 %>\
 % if width == 2:
+#ifndef GIMMIK_${v2.upper()}_OPS
+#define GIMMIK_${v2.upper()}_OPS
 static __device__ __forceinline__ ${v2} operator*(${dtype} a, ${v2} b)
 { return ${v2}{a*b.x, a*b.y}; }
 static __device__ __forceinline__ ${v2} operator+(${v2} a, ${v2} b)
 { return ${v2}{a.x + b.x, a.y + b.y}; }
 static __device__ __forceinline__ void operator+=(${v2}& a, ${v2} b)
 { a.x += b.x; a.y += b.y; }
+#endif
 % endif
 
 ${next.body()}
 
 ## Signature and prologue: defines n, ldbl and ldcl (row strides, 64-bit).
+## minblocks (blocks per SM to fit) lets ptxas use registers up to
+## 64K/(nthreads*minblocks).
 <%def name="prologue()">\
-extern "C" __global__ void __launch_bounds__(${nthreads})
+extern "C" __global__ void __launch_bounds__(${nthreads}${f", {minblocks}" if minblocks else ""})
 % if n is not None:
 ${kname}(const ${dtype}* __restrict__ b, ${dtype}* __restrict__ c)
 {
