@@ -31,7 +31,7 @@ MFMA_FULL_OPS = [f'p{p}-{e}-{m}' for p in range(3, 7) for e in ('tet', 'pyr')
 
 # With --full: every operator of the suite up to this many non-zeros (the
 # unrolled scalar families of larger ones take minutes each to compile).
-FULL_MAX_NNZ = 2500
+FULL_MAX_NNZ = 1000
 
 pytestmark = pytest.mark.filterwarnings('ignore')
 
