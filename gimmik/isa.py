@@ -189,22 +189,49 @@ def kernel_names(asm):
     return re.findall(r'^\s*\.amdhsa_kernel\s+(\S+)', asm, re.M)
 
 
-def vmcnt0_before_mfma(body):
-    """The `s_waitcnt vmcnt(0)` that stall MFMAs on loads just issued: after
-    the wait, the next load or MFMA is an MFMA, and before it, the last load
-    or MFMA is a load.  A kernel that issues the next tile's loads before the
-    current tile's MFMAs and waits with vmcnt(N > 0) has none of these
-    between its tiles."""
-    count, last, pending = 0, None, False
-    for ins in body:
-        op = ins.split(None, 1)[0]
-        if op.startswith('v_mfma'):
-            count += pending
-            pending, last = False, 'mfma'
-        elif _MEMOP.match(op) and '_load_' in op:
-            pending, last = False, 'load'
-        elif op == 's_waitcnt' and 'vmcnt(0)' in ins and last == 'load':
-            pending = True
+_REG = re.compile(r'\b([va])(?:\[(\d+):(\d+)\]|(\d+))')
+
+
+def _regs(operands):
+    """The VGPRs and AGPRs named in an operand string, e.g. 'v[2:3], a4'."""
+    out = set()
+    for kind, lo, hi, one in _REG.findall(operands):
+        lo, hi = (int(one), int(one)) if one else (int(lo), int(hi))
+        out.update(f'{kind}{r}' for r in range(lo, hi + 1))
+    return out
+
+
+def early_waits(body):
+    """Waits on vector memory that hold MFMAs back for loads they do not
+    read: an `s_waitcnt vmcnt(N)` followed by v_mfma before the next load,
+    which forces a load none of whose registers those MFMAs read.  In a
+    kernel that issues the next tile's loads before the current tile's
+    MFMAs, such a wait undoes the pipelining (the counter is in order, so
+    waiting for a load issued after the next tile's waits for those too)."""
+    pending, count = [], 0      # destination registers of outstanding ops
+    for idx, ins in enumerate(body):
+        op, _, operands = ins.partition(' ')
+        mem = _MEMOP.match(op)
+        if mem and mem.group(1) != 'flat':
+            dest = operands.split(',', 1)[0]
+            pending.append(_regs(dest) if mem.group(2) == 'load' else set())
+            continue
+        if op != 's_waitcnt' or 'vmcnt(' not in operands:
+            continue
+        keep = int(re.search(r'vmcnt\((\d+)\)', operands).group(1))
+        forced, pending = pending[:max(0, len(pending) - keep)], \
+            pending[max(0, len(pending) - keep):]
+        read, mfma = set(), False
+        for nxt in body[idx + 1:]:
+            nop, _, nops = nxt.partition(' ')
+            m = _MEMOP.match(nop)
+            if m and m.group(2) == 'load':
+                break
+            if nop.startswith('v_mfma'):
+                mfma = True
+                read |= _regs(nops.split(',', 1)[1] if ',' in nops else '')
+        if mfma and any(regs and not regs & read for regs in forced):
+            count += 1
     return count
 
 
@@ -265,13 +292,17 @@ def parse(asm, kname=None):
         'flat_ops': flat,
         'vmcnt0': vm0,
         'lgkmcnt0': lgkm0,
-        'vmcnt0_before_mfma': vmcnt0_before_mfma(body),
+        'early_waits': early_waits(body),
         'instructions': len(body),
         'code_bytes': info.get('codeLenInByte', 0),
     }
 
 
 # -- the cached entry point --------------------------------------------------
+# Bumped whenever parse() changes what it reports, so old cache entries are
+# not read back
+REPORT_VERSION = 2
+
 _memo = {}
 
 
@@ -287,12 +318,13 @@ def cache_dir():
 def inspect(src, arch, kname=None):
     """Compile src for arch with clang and return its report: a dict with
     the keys of KEYS (and a few more: total_vgprs, spills, stores,
-    mfma_kinds, vmcnt0_before_mfma, code_bytes).  Reports are cached on
+    mfma_kinds, early_waits, code_bytes).  Reports are cached on
     disk by a hash of the source, the arch and the compiler."""
     src, arch = _check_src(src), check_arch(arch)
     clang, version = find_clang()
     key = hashlib.sha256('\0'.join(
-        [version, clang, *CLANG_FLAGS, PRELUDE, arch, kname or '', src])
+        [str(REPORT_VERSION), version, clang, *CLANG_FLAGS, PRELUDE, arch,
+         kname or '', src])
         .encode()).hexdigest()[:32]
     if key in _memo:
         return dict(_memo[key])
@@ -346,6 +378,7 @@ COLUMNS = [
     ('nt', 5, lambda r: r['nt_loads']),
     ('vm0', 5, lambda r: r['vmcnt0']),
     ('lgkm0', 6, lambda r: r['lgkmcnt0']),
+    ('early', 6, lambda r: r['early_waits']),
     ('instr', 7, lambda r: r['instructions']),
 ]
 

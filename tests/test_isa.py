@@ -257,20 +257,30 @@ probe(const double* __restrict__ b, double* __restrict__ c)
     assert rep['lgkmcnt0'] >= 1
 
 
-def test_vmcnt0_before_mfma():
-    body = ['global_load_dwordx2 v[0:1], v[2:3], off',
+def test_early_waits():
+    load = 'global_load_dwordx2 {}, v[40:41], off'
+    mfma = 'v_mfma_f64_16x16x4_f64 a[0:7], {}, v[8:9], a[0:7]'
+    body = [load.format('v[0:1]'),          # tile 0
             's_waitcnt vmcnt(0)',
-            'v_mfma_f64_16x16x4_f64 a[0:7], v[0:1], v[0:1], a[0:7]',
-            'global_load_dwordx2 v[0:1], v[2:3], off',
-            's_waitcnt vmcnt(1)',
-            'v_mfma_f64_16x16x4_f64 a[0:7], v[0:1], v[0:1], a[0:7]',
-            's_waitcnt vmcnt(0)',
-            'v_mfma_f64_16x16x4_f64 a[0:7], v[0:1], v[0:1], a[0:7]',
-            'global_load_dwordx2 v[0:1], v[2:3], off',
-            's_waitcnt vmcnt(0) lgkmcnt(0)',
-            's_nop 1',
-            'v_mfma_f64_16x16x4_f64 a[0:7], v[0:1], v[0:1], a[0:7]']
-    assert isa.vmcnt0_before_mfma(body) == 2
+            mfma.format('v[0:1]'),            # reads what it waited for
+            load.format('v[2:3]'),            # tile 1, ahead
+            load.format('v[4:5]'),            # tile 0's second operand
+            's_waitcnt vmcnt(0)',             # early: drains tile 1 too
+            mfma.format('v[4:5]'),
+            load.format('v[6:7]'),            # tile 2, ahead
+            's_waitcnt vmcnt(1)',             # waits for tile 1 only
+            mfma.format('v[2:3]'),
+            'global_store_dwordx2 v[40:41], v[0:1], off',
+            's_nop 0',
+            load.format('v12'),
+            's_waitcnt vmcnt(0) lgkmcnt(0)',  # early: v[6:7] unread
+            'ds_read_b64 v[14:15], v16',
+            mfma.format('v[12:13]')]
+    assert isa.early_waits(body) == 2
+    assert isa.early_waits(body[:3]) == 0
+    assert isa.early_waits(body[:8] + ['s_waitcnt vmcnt(0)', 's_nop 0',
+                                       load.format('v9')]) == 1
+    assert isa._regs('v[2:3], a4, s[0:1], v10') == {'v2', 'v3', 'a4', 'v10'}
 
 
 # -- caching, errors and bad input -----------------------------------------
