@@ -41,6 +41,10 @@ WARMUP, REPEATS = 2, 15
 # enough sets to cover twice the cache are cycled through, at most this many.
 MAX_SETS = 256
 
+# Bytes copied to measure the copy bandwidth: the traffic of the problem or
+# twice the last-level cache, within these bounds
+COPY_BYTES = (16 << 20, 1 << 30)
+
 # Value of the padding columns of C (ldc > n): a candidate must not write it
 SENTINEL = 1234.5
 
@@ -317,7 +321,8 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
         if progress is not None:
             progress(len(cands), max(total or 0, len(cands)), rec['variant'])
 
-    cbytes = min(max(moved, 4*llc, 64 << 20), 1 << 30)
+    lo, hi = COPY_BYTES
+    cbytes = min(max(moved, 2*llc, lo), hi)
     copy_gbps = runtime.copy_bandwidth(cbytes) / 1e9
     return TuneResult(
         platform=runtime.name, device=str(runtime.device),

@@ -1,0 +1,361 @@
+"""The autotuner, run for real on the c platform: correctness gating against
+the vendor BLAS, the choice, buffer rotation, the disk cache and
+``gimmik tune``."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from conftest import Panels, random_operator
+from gimmik import cache
+from gimmik.analysis import analyse
+from gimmik.cli import main
+from gimmik.runtime import Runtime, get_runtime, moved_bytes
+from gimmik.runtime.c import Runtime as CRuntime
+from gimmik.tune import DEFAULT_N, TOLERANCE, clear_cache, default_n, tune
+
+N, LDB, LDC = 3000, 3001, 3008
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv('GIMMIK_CACHE_DIR', str(tmp_path / 'cache'))
+    # fewer timed launches: the timings are not what is tested here
+    monkeypatch.setattr('gimmik.tune.WARMUP', 1)
+    monkeypatch.setattr('gimmik.tune.REPEATS', 3)
+    monkeypatch.setattr('gimmik.tune.COPY_BYTES', (1 << 20, 1 << 20))
+    return tmp_path / 'cache'
+
+
+@pytest.fixture(scope='module')
+def rt():
+    return get_runtime('c')
+
+
+def operator(rng):
+    A = random_operator(rng, 6, 5, 0.5)
+    A[1] = 0
+    A[0, 0] = 0.5
+    return A
+
+
+class Sabotaged(CRuntime):
+    """A c runtime whose candidates misbehave on purpose: one never runs
+    (and is thus the fastest), one is off in one element, one fails to
+    build."""
+
+    LAZY, WRONG, FAILS = ('cstream/width64', 'bstream/width64',
+                          'cstream-row/width64')
+
+    def __init__(self):
+        super().__init__()
+        self._device += ' (sabotaged)'
+
+    def compile(self, src, meta):
+        v = meta['variant']
+        if v == self.FAILS:
+            raise RuntimeError('the C compiler crashed (on purpose)')
+        good = super().compile(src, meta)
+        if v == self.LAZY:
+            return lambda b, c, n, ldb, ldc: None
+        if v == self.WRONG:
+            def launch(b, c, n, ldb, ldc):
+                good(b, c, n, ldb, ldc)
+                c[-1, n - 1] *= 1 + 1e-9
+            return launch
+        return good
+
+
+def check_result(res, A, beta, dtype, n=N):
+    assert res.platform == 'c' and res.dtype == np.dtype(dtype).name
+    assert res.n == n and res.beta == beta
+    correct = [c for c in res.candidates if c['correct']]
+    assert correct, res.candidates
+    assert res.best['variant'] in {c['variant'] for c in correct}
+    assert res.best['time_s'] == min(c['time_s'] for c in correct)
+    assert res.use_vendor == (res.vendor['time_s'] < res.best['time_s'])
+    moved = moved_bytes(analyse(A), beta, n, np.dtype(dtype).itemsize)
+    for c in correct:
+        assert c['gbps'] == pytest.approx(moved / c['time_s'] / 1e9)
+        assert c['error'] is None
+    for c in res.candidates:
+        if not c['correct']:
+            assert c['time_s'] is None and c['error']
+    assert res.copy_gbps > 0 and res.vendor_error <= TOLERANCE[res.dtype]
+    json.dumps(res.to_json())
+
+
+def run_best(rt, res, A, beta, dtype, rng):
+    """The chosen source computes the right thing on fresh panels."""
+    p = Panels(rng, A, beta, np.dtype(dtype).type, 1234, 1240, 1236)
+    rt.compile(res.best['src'], res.best['meta'])(p.bfull, p.cfull, 1234,
+                                                  1240, 1236)
+    p.check(res.best['variant'])
+
+
+# -- the whole tuner, for real -------------------------------------------------
+
+@pytest.mark.parametrize('dtype,beta', [('float64', 0.0), ('float32', -0.5)])
+def test_tune_for_real(rt, rng, dtype, beta):
+    A = operator(rng)
+    seen = []
+    res = tune(A, beta=beta, dtype=dtype, n=N, ldb=LDB, ldc=LDC,
+               platform='c', name='op', progress=lambda *a: seen.append(a))
+    check_result(res, A, beta, dtype)
+    assert res.operator == 'op' and not res.cached
+    assert [d for d, _, _ in seen] == list(range(1, len(res.candidates) + 1))
+    assert all(t >= d for d, t, _ in seen)
+    assert all(c['correct'] for c in res.candidates)
+    run_best(rt, res, A, beta, dtype, rng)
+
+    js = res.to_json()
+    assert set(js) >= {'operator', 'platform', 'best', 'vendor',
+                       'candidates'}
+    assert set(js['best']) == {'variant', 'time_s', 'gbps'}
+    assert set(js['vendor']) == {'time_s', 'gbps'}
+    for c in js['candidates']:
+        assert set(c) >= {'variant', 'time_s', 'gbps', 'correct'}
+
+
+@pytest.mark.parametrize('beta', [0.0, 1.0])
+def test_wrong_and_failing_never_chosen(rng, beta):
+    A = operator(rng)
+    res = tune(A, beta=beta, n=N, ldb=LDB, ldc=LDC, runtime=Sabotaged(),
+               use_cache=False)
+    by = {c['variant']: c for c in res.candidates}
+    for v in (Sabotaged.LAZY, Sabotaged.WRONG, Sabotaged.FAILS):
+        assert not by[v]['correct'], by[v]
+    assert 'relative error' in by[Sabotaged.WRONG]['error']
+    assert 'relative error' in by[Sabotaged.LAZY]['error']
+    assert 'crashed' in by[Sabotaged.FAILS]['error']
+    assert res.best['variant'] not in (Sabotaged.LAZY, Sabotaged.WRONG,
+                                       Sabotaged.FAILS)
+    check_result(res, A, beta, 'float64')
+
+
+def test_no_correct_candidate_means_vendor(rng):
+    class AllWrong(CRuntime):
+        def compile(self, src, meta):
+            return lambda b, c, n, ldb, ldc: None
+    res = tune(operator(rng), n=500, runtime=AllWrong(), use_cache=False)
+    assert res.best is None and res.use_vendor
+    assert not any(c['correct'] for c in res.candidates)
+    assert json.loads(json.dumps(res.to_json()))['best'] is None
+
+
+def test_padding_writes_are_wrong(rng):
+    class Spills(CRuntime):
+        def compile(self, src, meta):
+            good = super().compile(src, meta)
+
+            def launch(b, c, n, ldb, ldc):
+                good(b, c, n, ldb, ldc)
+                c[:, n] = 0.0                   # one column past n
+            return launch
+    res = tune(operator(rng), n=N, ldb=LDB, ldc=LDC, runtime=Spills(),
+               use_cache=False)
+    assert res.best is None
+    assert all('padding' in c['error'] for c in res.candidates)
+
+
+def test_callers_buffers_restored(rng):
+    A = operator(rng)
+    b = rng.standard_normal((5, N))
+    c = rng.standard_normal((6, N))
+    b0, c0 = b.copy(), c.copy()
+    res = tune(A, beta=0.0, runtime=get_runtime('c'), b=b, c=c,
+               use_cache=False)
+    assert res.n == N
+    assert np.array_equal(c, c0) and np.array_equal(b, b0)
+
+    class Broken(CRuntime):
+        def vendor_gemm(self, *a, **k):
+            raise RuntimeError('no BLAS today')
+    with pytest.raises(RuntimeError, match='no BLAS'):
+        tune(A, runtime=Broken(), b=b, c=c, use_cache=False)
+    assert np.array_equal(c, c0)
+
+
+def test_vendor_disagreeing_is_an_error(rng):
+    class BadBLAS(CRuntime):
+        def vendor_gemm(self, A, alpha, beta, dtype):
+            good = super().vendor_gemm(A, alpha, beta, dtype)
+
+            def launch(b, c, n, ldb, ldc):
+                good(b, c, n, ldb, ldc)
+                c[0, 0] += 1.0
+            return launch
+    with pytest.raises(RuntimeError, match='vendor BLAS'):
+        tune(operator(rng), n=200, runtime=BadBLAS(), use_cache=False)
+
+
+# -- buffer rotation -------------------------------------------------------------
+
+@pytest.mark.parametrize('cache_bytes,expect', [(0, 1), (None, 'many')])
+def test_buffer_rotation(rng, monkeypatch, cache_bytes, expect):
+    monkeypatch.setattr('gimmik.tune.REPEATS', 20)
+    A = operator(rng)
+    setbytes = (5*LDB + 6*LDC)*8
+    used = []
+
+    class Counting(CRuntime):
+        def cache_bytes(self):
+            return 8*setbytes if cache_bytes is None else cache_bytes
+
+        def compile(self, src, meta):
+            good = super().compile(src, meta)
+
+            def launch(b, c, n, ldb, ldc):
+                used.append(id(b))
+                good(b, c, n, ldb, ldc)
+            return launch
+    tune(A, n=N, ldb=LDB, ldc=LDC, runtime=Counting(), use_cache=False)
+    if expect == 1:
+        assert len(set(used)) == 1
+    else:
+        assert len(set(used)) == 16       # enough sets to cover twice it
+
+
+# -- the cache -------------------------------------------------------------------
+
+def test_cache_hit_bypass_and_clear(rng, cache_dir):
+    A = operator(rng)
+    kw = dict(n=N, ldb=LDB, ldc=LDC, platform='c')
+    first = tune(A, **kw)
+    again = tune(A, **kw, name='other')
+    assert again.cached and not first.cached
+    assert again.best == first.best and again.operator == 'other'
+    assert again.to_json()['candidates'] == first.to_json()['candidates']
+    assert not tune(A, **kw, use_cache=False).cached
+
+    # the same n class and alignment shares the entry
+    assert tune(A, n=N + 60, ldb=N + 61, ldc=N + 72, platform="c").cached
+    # another beta, dtype or operator does not
+    assert not tune(A, beta=1.0, **kw).cached
+    assert not tune(A, dtype='float32', **kw).cached
+    assert not tune(2*A, **kw).cached
+
+    files = os.listdir(cache_dir / 'tune')
+    assert files and all(f.endswith('.json') for f in files)
+    assert clear_cache() == len(files)
+    assert not tune(A, **kw).cached
+
+
+def test_corrupt_cache_entry_is_retuned(rng, cache_dir):
+    A = operator(rng)
+    tune(A, n=500, platform='c')
+    for f in os.listdir(cache_dir / 'tune'):
+        (cache_dir / 'tune' / f).write_text('{"truncated": ')
+    assert not tune(A, n=500, platform='c').cached
+    for f in os.listdir(cache_dir / 'tune'):
+        (cache_dir / 'tune' / f).write_text('{"platform": "c"}')
+    assert not tune(A, n=500, platform='c').cached
+
+
+def test_cache_key():
+    A = np.eye(3)
+    base = dict(beta=0.0, dtype='float64', platform='c', device='cpu',
+                options={}, n=1000, ldb=1000, ldc=1000, version='1')
+    k = cache.tune_key(A, **base)
+    assert k == cache.tune_key(A.copy(), **base)
+    assert k == cache.tune_key(A, **{**base, 'n': 1096, 'ldb': 1096,
+                                     'ldc': 1096})
+    for change in [{'beta': 1.0}, {'dtype': 'float32'}, {'device': 'gpu'},
+                   {'n': 4000, 'ldb': 4000, 'ldc': 4000},
+                   {'ldb': 1001}, {'version': '2'},
+                   {'options': {'gcn_arch': 'gfx90a'}}]:
+        assert cache.tune_key(A, **{**base, **change}) != k, change
+    assert cache.tune_key(2*A, **base) != k
+    assert cache.tune_key(A.T.copy()[:2], **base) != k
+    with pytest.raises(ValueError, match='cache key'):
+        cache.load('../../etc/passwd')
+
+
+def test_atomic_store(cache_dir):
+    key = 'ab'*32
+    cache.store(key, {'x': 1})
+    assert cache.load(key) == {'x': 1}
+
+    class Boom:
+        pass
+    with pytest.raises(TypeError):
+        cache.store(key, {'x': Boom()})
+    assert cache.load(key) == {'x': 1}
+    assert os.listdir(cache_dir / 'tune') == [f'{key}.json']
+
+
+# -- bad input -------------------------------------------------------------------
+
+def test_bad_input(rng):
+    A = operator(rng)
+    with pytest.raises(ValueError, match='platform'):
+        tune(A, platform='tpu')
+    with pytest.raises(TypeError, match='dtype'):
+        tune(A, dtype='int8', platform='c')
+    with pytest.raises(ValueError, match='n'):
+        tune(A, n=0, platform='c')
+    with pytest.raises(ValueError, match='ldb'):
+        tune(A, n=10, ldb=5, platform='c')
+    with pytest.raises(TypeError, match='runtime'):
+        tune(A, runtime='c')
+    with pytest.raises(ValueError, match='platform'):
+        tune(A, runtime=get_runtime('c'), platform='hip')
+    with pytest.raises(TypeError, match='progress'):
+        tune(A, platform='c', progress=5)
+    with pytest.raises(ValueError, match='b must have shape'):
+        tune(A, platform='c', n=10, b=np.zeros((4, 10)))
+    with pytest.raises(TypeError, match='c has dtype'):
+        tune(A, platform='c', n=10, c=np.zeros((6, 10), np.float32))
+    with pytest.raises(ValueError, match='A'):
+        tune(np.zeros((3, 3)), platform='c')
+    with pytest.raises(ValueError, match='platform'):
+        default_n('tpu')
+    assert default_n('c') == DEFAULT_N['c'] <= 2**16
+    assert issubclass(CRuntime, Runtime)
+
+
+# -- gimmik tune ---------------------------------------------------------------
+
+@pytest.fixture
+def npz(tmp_path, rng):
+    path = tmp_path / 'ops.npz'
+    np.savez_compressed(path, op=operator(rng))
+    return f'{path}:op'
+
+
+def test_cli_json(npz, capsys):
+    assert main(['tune', npz, '--platform', 'c', '--n', '2000',
+                 '--beta', '1', '--json']) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out['operator'] == 'op' and out['platform'] == 'c'
+    assert out['beta'] == 1.0 and out['n'] == 2000
+    assert set(out['best']) == {'variant', 'time_s', 'gbps'}
+    assert out['candidates'] and all(
+        set(c) >= {'variant', 'time_s', 'gbps', 'correct'}
+        for c in out['candidates'])
+
+
+def test_cli_table_and_cache_flags(npz, capsys):
+    assert main(['tune', npz, '--platform', 'c', '--n', '2000',
+                 '--dtype', 'f32']) == 0
+    out = capsys.readouterr().out
+    assert 'vs BLAS' in out and 'float32' in out
+    assert '  1  ' in out                   # ranked
+    assert main(['tune', npz, '--platform', 'c', '--n', '2000',
+                 '--dtype', 'f32']) == 0
+    assert 'cached' in capsys.readouterr().out
+    assert main(['tune', npz, '--platform', 'c', '--n', '2000',
+                 '--dtype', 'f32', '--no-cache']) == 0
+    assert 'cached' not in capsys.readouterr().out
+    assert main(['tune', '--clear-cache']) == 0
+    assert 'removed 1 cached' in capsys.readouterr().out
+
+
+def test_cli_errors(tmp_path, capsys):
+    assert main(['tune', str(tmp_path / 'missing.mtx'),
+                 '--platform', 'c']) == 2
+    assert 'missing.mtx' in capsys.readouterr().err
+    assert main(['tune', '--platform', 'c']) == 2
+    assert 'OPERATOR' in capsys.readouterr().err
