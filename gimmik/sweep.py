@@ -216,12 +216,19 @@ class Progress:
         return f'{int(left // 60)}m{int(left % 60):02d}s'
 
     def start(self, name):
+        self.name = name
+        self.step(0, 0, '')
+
+    def step(self, done, total, variant):
+        """Redraw the bar with the tuner's progress within an operator
+        (the signature of gimmik.tune.tune's progress callback)."""
         if self.tty:
             width = 30
             fill = width*self.done // max(self.total, 1)
             bar = '#'*fill + '.'*(width - fill)
-            self.stream.write(f'\r[{bar}] {self.done}/{self.total} '
-                              f'ETA {self._eta()} {name:<20.20s}')
+            inner = f' candidate {done}/{total} {variant}' if total else ''
+            self.stream.write(f'\r\033[K[{bar}] {self.done}/{self.total} '
+                              f'ETA {self._eta()} {self.name}{inner:.60s}')
             self.stream.flush()
 
     def finish(self, name, message):
@@ -336,7 +343,8 @@ def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
             try:
                 result = tune(A, beta=beta, dtype=dtype, n=n,
                               platform=runtime.name, runtime=runtime,
-                              use_cache=use_cache, name=name)
+                              use_cache=use_cache, name=name,
+                              progress=bar.step if bar.tty else None)
                 row = result_row(name, A, beta, result,
                                  time.monotonic() - t0)
                 _write_tune_json(outdir, name, result)

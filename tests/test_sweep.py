@@ -32,7 +32,7 @@ class FakeTune:
         self.interrupt_after = interrupt_after
 
     def __call__(self, A, *, beta, dtype, n, platform, runtime, use_cache,
-                 name):
+                 name, progress=None):
         if self.interrupt_after is not None \
                 and len(self.calls) == self.interrupt_after:
             raise KeyboardInterrupt
@@ -40,6 +40,8 @@ class FakeTune:
                                platform=platform, runtime=runtime))
         if name in self.fail:
             raise RuntimeError(f'compile of {name} failed\nlog line')
+        if progress is not None:
+            progress(1, 2, 'cstream/w2')
         t = 1e-6*(1 + np.count_nonzero(A))
         best = None if name in self.no_correct else \
             {'variant': 'cstream/w2', 'time_s': t, 'gbps': 0.0,
@@ -107,6 +109,15 @@ def test_rows(tmp_path):
     tj = json.loads((tmp_path / 'tune' / 'p1-quad-m460.json').read_text())
     assert tj['name'] == 'p1-quad-m460'
     assert not list(tmp_path.glob('*.tmp'))
+
+
+def test_progress_through_the_tuner(tmp_path):
+    tty = FakeTTY()
+    sweep(tmp_path, ops='p1-tri-m0', n=10, runtime=FakeRuntime(),
+          tune=FakeTune(), stream=tty)
+    text = tty.getvalue()
+    assert 'candidate 1/2 cstream/w2' in text
+    assert '1/1 p1-tri-m0' in text
 
 
 def test_resume_after_interrupt(tmp_path):
@@ -191,12 +202,14 @@ def test_progress():
     tty = FakeTTY()
     bar = Progress(2, stream=tty)
     bar.start('p1-hex-m0')
+    bar.step(3, 7, 'bstream/w2')
+    assert tty.getvalue().endswith('p1-hex-m0 candidate 3/7 bstream/w2')
     bar.finish('p1-hex-m0', 'ok')
     bar.start('p1-hex-m3')
     bar.finish('p1-hex-m3', 'ok')
     bar.close()
     text = tty.getvalue()
-    assert '\r[' in text and '0/2' in text and '1/2' in text
+    assert '\r\033[K[' in text and '0/2' in text and '1/2' in text
     assert '2/2 p1-hex-m3' in text
 
     plain = io.StringIO()
