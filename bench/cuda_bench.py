@@ -126,20 +126,29 @@ def main(argv=None):
     families = args.families.split(',') if args.families else None
     opts = rt.kernel_options()
 
-    # Compile every candidate of every operator in a pool, in suite order,
-    # while the main thread measures operators as their builds finish.
+    # Compile every operator's candidates (one nvcc run per operator, the
+    # kernels named k0, k1, ...) in a pool, in suite order, while the main
+    # thread measures operators as their builds finish.
     pool = cf.ThreadPoolExecutor(args.jobs)
+
+    def render_and_build(mm):
+        cands = [mm.render(cand, np.float64, f'k{i}') for i, cand in
+                 enumerate(c for c in mm._candidates(np.float64, **opts)
+                           if families is None or c.family in families)]
+        try:
+            src = '\n'.join(s for s, _ in cands)
+            cubin = rt.build(src, cands[0][1], args.compile_timeout)
+        except Exception as e:
+            cubin = e
+        return cands, cubin
+
     jobs = {}
     for name, A in ops.items():
         mm = CUDAMatMul(A, beta=beta_of(name), aligne=2)
-        cands = [(s, m) for s, m in mm.kernels('float64', **opts)
-                 if families is None or m['tplname'] in families]
-        jobs[name] = (mm, [(s, m, pool.submit(rt.build, s, m,
-                                                  args.compile_timeout))
-                           for s, m in cands])
+        jobs[name] = (mm, pool.submit(render_and_build, mm))
 
-    rng = np.random.default_rng(42)
-    for name, (mm, cands) in jobs.items():
+    rng = cupy.random.default_rng(42)
+    for name, (mm, fut) in jobs.items():
         if time.time() - t0 > args.budget:
             print(f'budget of {args.budget:.0f} s spent; stopping before '
                   f'{name}', flush=True)
@@ -147,8 +156,8 @@ def main(argv=None):
         A, beta, info = mm.A, mm.beta, mm.info
         n = panel_n(A, args.mib)
         nbytes = moved_bytes(info, beta, n, 8)
-        b = cupy.asarray(rng.standard_normal((info.k, n)))
-        c0 = cupy.asarray(rng.standard_normal((info.m, n)))
+        b = rng.standard_normal((info.k, n))
+        c0 = rng.standard_normal((info.m, n))
         ref = c0.copy()
         vendor = rt.vendor_gemm(A, 1.0, beta, np.float64)
         vendor(b, ref, n, n, n)
@@ -156,11 +165,20 @@ def main(argv=None):
         vt = rt.time(vendor, (b, c, n, n, n), repeats=args.repeats)
 
         best, nfail = None, 0
-        for src, meta, fut in cands:
+        cands, cubin = fut.result()
+        try:
+            if isinstance(cubin, Exception):
+                raise cubin
+            module = rt.load_module(cubin)
+        except Exception as e:
+            print(f'  {name}: batch build failed, building one by one: '
+                  f'{str(e)[:300]}', flush=True)
+            module = None
+        for src, meta in cands:
             row = {'op': name, 'variant': meta['variant']}
             try:
-                cubin = fut.result(timeout=args.compile_timeout)
-                launch = rt.load(src, meta, cubin)
+                launch = (rt.load(src, meta, module=module) if module
+                          else rt.compile(src, meta))
                 row.update(rt.kernel_attributes(launch))
                 if beta == 0:
                     c.fill(np.nan)
@@ -208,6 +226,8 @@ def main(argv=None):
 
     pool.shutdown(wait=False, cancel_futures=True)
     summarise(args.out)
+    sys.stdout.flush()
+    os._exit(0)     # builds still running for operators not reached
 
 
 def check_operators(rng):

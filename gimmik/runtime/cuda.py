@@ -88,20 +88,25 @@ class Runtime(_Runtime):
             with open(cubin, 'rb') as f:
                 return f.read()
 
-    def load(self, src, meta, cubin=None):
-        """A launch function from a cubin from build(), or from the source
-        through NVRTC when cubin is None."""
-        if cubin is not None:
-            with tempfile.NamedTemporaryFile(suffix='.cubin') as f:
-                f.write(cubin)
-                f.flush()
-                mod = cupy.RawModule(path=f.name)
-                kern = mod.get_function(meta['kname'])
-        else:
-            mod = cupy.RawModule(code=src, options=(
+    def load(self, src, meta, cubin=None, module=None):
+        """A launch function from a cubin from build(), from an already
+        loaded module holding the kernel (load_module), or from the source
+        through NVRTC when both are None."""
+        if module is None and cubin is not None:
+            module = self.load_module(cubin)
+        elif module is None:
+            module = cupy.RawModule(code=src, options=(
                 '-std=c++17', f'-arch={self.arch(meta)}'))
-            kern = mod.get_function(meta['kname'])
-        return self._launcher(kern, mod, meta)
+        kern = module.get_function(meta['kname'])
+        return self._launcher(kern, module, meta)
+
+    def load_module(self, cubin):
+        with tempfile.NamedTemporaryFile(suffix='.cubin') as f:
+            f.write(cubin)
+            f.flush()
+            module = cupy.RawModule(path=f.name)
+            module.get_module()       # loads it while the file exists
+        return module
 
     def compile(self, src, meta):
         return self.load(src, meta, self.build(src, meta))
