@@ -626,10 +626,34 @@ def test_edge_values_exact_through_executor(render_allowed, dtype, values):
         assert np.array_equal(c, want), (family, c[:, 0], want[:, 0])
 
 
+# sub-commands that take no operator: (sub-command, label, arguments, word)
+BAD_CLI_NO_OPERATOR = [
+    ('sweep', 'bad platform', ['--platform', 'rocm'], 'platform'),
+    ('sweep', 'float16', ['--dtype', 'f16'], 'dtype'),
+    ('sweep', 'zero n', ['--n', '0'], 'n'),
+    ('sweep', 'negative n', ['--n', '-3'], 'n'),
+    ('sweep', 'word n', ['--n', 'many'], 'n'),
+    ('report', 'missing directory', ['no/such/sweep'], 'no/such/sweep'),
+]
+
+
+@pytest.mark.parametrize('cmd,label,argv,word', BAD_CLI_NO_OPERATOR,
+                         ids=[f'{r[0]}-{r[1]}' for r in BAD_CLI_NO_OPERATOR])
+def test_cli_rejects_without_operator(capsys, tmp_path, monkeypatch, cmd,
+                                      label, argv, word):
+    pytest.importorskip(f'gimmik.{cmd}')
+    monkeypatch.chdir(tmp_path)
+    status, err = _cli(capsys, [cmd, *argv])
+    assert status == 2, err
+    assert word in err, err
+    assert 'Traceback' not in err
+
+
 def test_catalogue_size():
     """The numbers the closing report quotes."""
     n = (len(BAD_MATRICES) + len(BAD_SCALARS) + len(BAD_SIZES)
          + len(BAD_DTYPES) + len(BAD_KNAMES) + len(BAD_OPTIONS)
-         + len(PANELS) + len(BAD_ARCHES) + len(BAD_SOURCES) + len(BAD_CLI))
+         + len(PANELS) + len(BAD_ARCHES) + len(BAD_SOURCES) + len(BAD_CLI)
+         + len(TUNE_SIZES) + len(BAD_CLI_NO_OPERATOR))
     print(f'{n} distinct bad inputs in the catalogue')
     assert n >= 150
