@@ -30,8 +30,10 @@ MFMA_FULL_OPS = [f'p{p}-{e}-{m}' for p in range(3, 7) for e in ('tet', 'pyr')
                  for m in ('m0', 'm3', 'm6', 'm132', 'm460')]
 
 # With --full: every operator of the suite up to this many non-zeros (the
-# unrolled scalar families of larger ones take minutes each to compile).
+# unrolled scalar families of larger ones take minutes each to compile),
+# plus a few larger dense ones where register pressure peaks.
 FULL_MAX_NNZ = 1000
+FULL_EXTRA_OPS = [('p3-pyr-m132', 0.0), ('p3-tet-m132', 0.5)]
 
 pytestmark = pytest.mark.filterwarnings('ignore')
 
@@ -63,7 +65,7 @@ def _full_ops():
         return []
     return [(name, 0.5 if i % 2 else 0.0) for i, (name, A) in
             enumerate(sorted(ops.items()))
-            if np.count_nonzero(A) <= FULL_MAX_NNZ]
+            if np.count_nonzero(A) <= FULL_MAX_NNZ] + FULL_EXTRA_OPS
 
 
 _reports = {}
