@@ -234,7 +234,7 @@ def _log(hiprtc, prog):
     return bytes(buf).rstrip(b'\0').decode(errors='replace').rstrip()
 
 
-# -- reading the code object ----------------------------------------------------
+# -- reading the code object ---------------------------------------------
 _ELF_MAGIC = b'\x7fELF'
 _SHT_SYMTAB, _SHT_DYNSYM, _STT_FUNC = 2, 11, 2
 

@@ -333,7 +333,7 @@ def test_missing_clang(monkeypatch):
         isa.find_clang()
 
 
-# -- the gimmik isa command ----------------------------------------------------
+# -- the gimmik isa command ---------------------------------------------------
 def test_cli_table(tmp_path, capsys, rng):
     _clang_or_skip()
     pytest.importorskip('gimmik.operators')
@@ -369,7 +369,7 @@ def test_cli_bad_arch(tmp_path, capsys, rng):
     assert '--arch' in capsys.readouterr().err
 
 
-# -- mfma-dense: exactly the MFMAs the bake predicts -----------------------------
+# -- mfma-dense: exactly the MFMAs the bake predicts --------------------------
 def _mfma_family():
     from gimmik.hip import CANDIDATES
     if 'mfma-dense' not in {row[0] for row in CANDIDATES}:
