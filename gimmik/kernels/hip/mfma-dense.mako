@@ -123,8 +123,8 @@ ${' '*len(kname)}       double x0, double x1, double x2, double x3)
     {
 % if vec == 2:
         const gimmik_v2 lo = {x0, x1}, hi = {x2, x3};
-        __builtin_nontemporal_store(${upd('lo', '*(gimmik_v2*) p')}, (gimmik_v2*) p);
-        __builtin_nontemporal_store(${upd('hi', '*(gimmik_v2*) (p + 2)')}, (gimmik_v2*) (p + 2));
+        __builtin_nontemporal_store(${upd('lo', '(*(gimmik_v2*) p)')}, (gimmik_v2*) p);
+        __builtin_nontemporal_store(${upd('hi', '(*(gimmik_v2*) (p + 2))')}, (gimmik_v2*) (p + 2));
 % else:
         __builtin_nontemporal_store(${upd('x0', 'p[0]')}, p);
         __builtin_nontemporal_store(${upd('x1', 'p[1]')}, p + 1);
@@ -160,12 +160,12 @@ ${body(y)}\
 
 ## The four MFMAs (one per N-tile) of slot s into m-tile i, B in bv.
 <%def name="mfmas(i, s, bv)">\
-        {
-            const double a = afrag[${64*s}];
+    {
+        const double a = afrag[${64*s}];
 % for nt in range(4):
-            acc${i}_${nt} = __builtin_amdgcn_mfma_f64_16x16x4f64(a, ${bv}[${nt}], acc${i}_${nt}, 0, 0, 0);
+        acc${i}_${nt} = __builtin_amdgcn_mfma_f64_16x16x4f64(a, ${bv}[${nt}], acc${i}_${nt}, 0, 0, 0);
 % endfor
-        }
+    }
 </%def>
 
 ## Direct path: pointer and column count of this lane's B row in k-tile kt.
@@ -221,20 +221,20 @@ ${kname}_ldb4(${ptr}, ${nl})\
 % for idx, (kt, ts) in enumerate(items):
 % if pipe == 2:
 % if idx == 0:
-        bk = ${kname}_lds4(bl${buf} + ${256*(kt - k0)});
+    bk = ${kname}_lds4(bl${buf} + ${256*(kt - k0)});
 % endif
 % if idx + 1 < len(items):
-        bn = ${kname}_lds4(bl${buf} + ${256*(items[idx + 1][0] - k0)});
+    bn = ${kname}_lds4(bl${buf} + ${256*(items[idx + 1][0] - k0)});   // one k-tile ahead
 % endif
 % else:
-        bk = ${kname}_lds4(bl${buf} + ${256*(kt - k0)});
+    bk = ${kname}_lds4(bl${buf} + ${256*(kt - k0)});
 % endif
-        // k-tile ${kt}
+    // k-tile ${kt}
 % for i, s in ts:
 ${mfmas(i, s, 'bk')}\
 % endfor
 % if pipe == 2 and idx + 1 < len(items):
-        bk = bn;
+    bk = bn;
 % endif
 % endfor
 </%def>
@@ -244,7 +244,7 @@ ${mfmas(i, s, 'bk')}\
 % for i in range(nacc):
 % for v in range(4):
 % if 16*i + 4*v < m:
-        if (${16*i + 4*v} < mleft) ${kname}_stc4(cw + ${16*i + 4*v}*ldcl, nleft, acc${i}_0[${v}], acc${i}_1[${v}], acc${i}_2[${v}], acc${i}_3[${v}]);
+    if (${16*i + 4*v} < mleft) ${kname}_stc4(cw + ${16*i + 4*v}*ldcl, nleft, acc${i}_0[${v}], acc${i}_1[${v}], acc${i}_2[${v}], acc${i}_3[${v}]);
 % endif
 % endfor
 % endfor
@@ -262,8 +262,8 @@ ${self.prologue()}\
     const int col = 64*blockIdx.x + 4*t, nleft = n - col;
     const double* __restrict__ afrag = ${afrag}[wave][0] + lane;
 
-    // This lane's rows of C: 16*${plan.per}*wave + g + (16i + 4v) for element
-    // v of acc<i>_<nt>, of which mleft are left
+    // This lane's rows of C: ${16*plan.per}*wave + g + 16i + 4v for element v
+    // of acc<i>_<nt>, and how many of them (from row 0 of m-tile 0) exist
     ${dtype}* cw = c + (${16*plan.per}*wave + g)*ldcl + col;
     const int mleft = ${m} - ${16*plan.per}*wave - g;
     const gimmik_v4d zero4 = {0.0, 0.0, 0.0, 0.0};
@@ -283,7 +283,7 @@ ${self.prologue()}\
 % if pipe == 0:
     bk = ${ldb_direct(kt)};
 % elif q + 1 < nchunk:
-    bn = ${ldb_direct(plan.chunks[q + 1][0])};
+    bn = ${ldb_direct(plan.chunks[q + 1][0])};   // the next k-tile's B, ahead
 % endif
 % for kt_, ts in plan.work[q]:
 % for i, s in ts:
