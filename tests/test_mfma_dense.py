@@ -262,3 +262,20 @@ def test_isa_mfma_count_no_scratch(rng, arch):
         assert rep['lds_bytes'] == meta['shared']
         assert rep['nt_stores'] > 0
         assert 16 in rep['global_loads'] and 16 in rep['global_stores']
+
+
+@pytest.mark.full
+@pytest.mark.parametrize('arch', ['gfx942', 'gfx90a'])
+def test_isa_pyfr_full(arch):
+    inspect = _inspect_or_skip()
+    for name, A in sorted(pyfr_dense().items()):
+        for aligne in (2, None):
+            mm, cands = mfma_rows(A, 1.0, aligne, arch)
+            for cand in cands:
+                src, meta = mm.render(cand, np.float64)
+                rep = inspect(src, arch)
+                what = f'{name} {meta["variant"]}'
+                assert rep['mfma'] == mm.mfma_plan(cand.params).mfma_count, \
+                    what
+                assert rep['scratch_bytes'] == 0, what
+                assert rep['lds_bytes'] == meta['shared'] <= 64*1024, what
