@@ -649,11 +649,92 @@ def test_cli_rejects_without_operator(capsys, tmp_path, monkeypatch, cmd,
     assert 'Traceback' not in err
 
 
+# -- the C runtime's launches ----------------------------------------------------
+@pytest.fixture(scope='module')
+def c_launches():
+    """launch() of a runtime-n and a baked-n C kernel (built before the
+    autouse no_source patch applies to the test)."""
+    pytest.importorskip('gimmik.c')
+    runtime_c = pytest.importorskip('gimmik.runtime.c')
+    from gimmik.c import CMatMul
+    from gimmik.runtime import RuntimeUnavailable
+    try:
+        rt = runtime_c.Runtime()
+    except RuntimeUnavailable as e:
+        pytest.skip(str(e))
+    A = np.array([[1.0, 2.0], [0.0, 3.0], [1.0, 1.0]])
+    out = {}
+    for key, kw in (('runtime', {}), ('baked', dict(n=8, ldb=8, ldc=8))):
+        src, meta = next(CMatMul(A, **kw).kernels(np.float64))
+        out[key] = rt.compile(src, meta)
+    return out
+
+
+def _c_buffers():
+    B, C = np.ones((2, 8)), np.zeros((3, 8))
+    wide_b = np.ones((2, 16))
+    ro = np.zeros((3, 8))
+    ro.flags.writeable = False
+    return [
+        # (label, kernel, b, c, n, ldb, ldc, exception, argument named)
+        ('b float32', 'runtime', B.astype(np.float32), C, 8, 8, 8,
+         TypeError, 'b'),
+        ('c int', 'runtime', B, C.astype(np.int64), 8, 8, 8, TypeError, 'c'),
+        ('b list', 'runtime', B.tolist(), C, 8, 8, 8, TypeError, 'b'),
+        ('c None', 'runtime', B, None, 8, 8, 8, TypeError, 'c'),
+        ('b strided', 'runtime', wide_b[:, ::2], C, 8, 8, 8, ValueError, 'b'),
+        ('c Fortran', 'runtime', B, np.asfortranarray(C), 8, 8, 8,
+         ValueError, 'c'),
+        ('b rows', 'runtime', np.ones((3, 8)), C, 8, 8, 8, ValueError, 'b'),
+        ('ldb not the row length', 'runtime', B, C, 8, 16, 8, ValueError,
+         'b'),
+        ('zero n', 'runtime', B, C, 0, 8, 8, ValueError, 'n'),
+        ('negative n', 'runtime', B, C, -4, 8, 8, ValueError, 'n'),
+        ('n beyond ld', 'runtime', B, C, 9, 8, 8, ValueError, 'n'),
+        ('c read-only', 'runtime', B, ro, 8, 8, 8, ValueError, 'c'),
+        ('baked n differs', 'baked', np.ones((2, 9)), np.zeros((3, 9)), 9, 9,
+         9, ValueError, 'n'),
+    ]
+
+
+C_BUFFERS = _c_buffers()
+
+
+@pytest.mark.parametrize('label,kernel,b,c,n,ldb,ldc,exc,arg', C_BUFFERS,
+                         ids=_ids(C_BUFFERS))
+def test_c_launch_rejects_buffers(c_launches, label, kernel, b, c, n, ldb,
+                                  ldc, exc, arg):
+    cbefore = c.copy() if isinstance(c, np.ndarray) else None
+    with raises_naming(exc, arg):
+        c_launches[kernel](b, c, n, ldb, ldc)
+    if cbefore is not None:
+        assert np.array_equal(c, cbefore)
+
+
+# the tuner's optional host panels: (label, b, c, exception, argument named)
+TUNE_PANELS = [
+    ('b list', [[1.0]*64]*3, None, TypeError, 'b'),
+    ('b rows', np.ones((2, 64)), None, ValueError, 'b'),
+    ('b too narrow', np.ones((3, 32)), None, ValueError, 'b'),
+    ('b float32', np.ones((3, 64), np.float32), None, TypeError, 'b'),
+    ('c 1-D', None, np.ones(64), ValueError, 'c'),
+    ('c int', None, np.ones((2, 64), np.int64), TypeError, 'c'),
+]
+
+
+@pytest.mark.parametrize('label,b,c,exc,arg', TUNE_PANELS,
+                         ids=_ids(TUNE_PANELS))
+def test_tune_rejects_panels(label, b, c, exc, arg):
+    with raises_naming(exc, arg):
+        _tune()(GOOD_A, platform='c', n=64, use_cache=False, b=b, c=c)
+
+
 def test_catalogue_size():
     """The numbers the closing report quotes."""
     n = (len(BAD_MATRICES) + len(BAD_SCALARS) + len(BAD_SIZES)
          + len(BAD_DTYPES) + len(BAD_KNAMES) + len(BAD_OPTIONS)
          + len(PANELS) + len(BAD_ARCHES) + len(BAD_SOURCES) + len(BAD_CLI)
-         + len(TUNE_SIZES) + len(BAD_CLI_NO_OPERATOR))
+         + len(TUNE_SIZES) + len(BAD_CLI_NO_OPERATOR) + len(C_BUFFERS)
+         + len(TUNE_PANELS))
     print(f'{n} distinct bad inputs in the catalogue')
     assert n >= 150
