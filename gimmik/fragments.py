@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gimmik.analysis import chunks, split_even
+from gimmik.analysis import chunks
 
 WAVE = 64              # lanes of a CDNA wavefront
 MFMA_M = 16            # rows of A (and C) per MFMA tile
