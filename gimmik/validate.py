@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 
-from gimmik.analysis import MAX_DIM
+from gimmik.analysis import MAX_DIM, MAX_UNROLLED_NNZ
 
 _IDENT = re.compile(r'[A-Za-z_][A-Za-z0-9_]*\Z')
 
@@ -83,6 +83,12 @@ def check_matrix(A, arg='A'):
         raise ValueError(f'{arg} contains NaN or Inf')
     if not arr.any():
         raise ValueError(f'{arg} is all zeros')
+    # reliability: a dense 10000 x 10000 A used to pass and then take hours
+    # and gigabytes to unroll
+    nnz = int(np.count_nonzero(arr))
+    if nnz > MAX_UNROLLED_NNZ:
+        raise ValueError(f'{arg} has {nnz} non-zeros: at most '
+                         f'{MAX_UNROLLED_NNZ} can be unrolled into a kernel')
     return arr
 
 

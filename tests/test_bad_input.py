@@ -45,6 +45,7 @@ BAD_MATRICES = [
     ('int beyond int64', [[2**70]], TypeError),
     ('m > 10000', np.ones((10_001, 1)), ValueError),
     ('k > 10000', np.ones((1, 10_001)), ValueError),
+    ('too many non-zeros to unroll', np.ones((600, 600)), ValueError),
 ]
 
 BAD_SCALARS = [
