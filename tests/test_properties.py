@@ -271,6 +271,38 @@ def test_every_candidate_renders(problem, platform, data):
     TRIED['rendered'] = TRIED.get('rendered', 0) + count
 
 
+@settings(settings.get_profile(PROFILE),
+          max_examples=RENDER_EXAMPLES[PROFILE])
+@given(A=operators(4000), mwarps=st.sampled_from([1, 2, 4, 8]),
+       nwarps=st.sampled_from([1, 2]), ntile=st.sampled_from([1, 2, 4]),
+       kstage=st.sampled_from([1, 2, 4, 8]), seed=st.integers(0, 2**32 - 1))
+def test_cuda_mma_bake_model_matches_numpy(A, mwarps, nwarps, ntile, kstage,
+                                           seed):
+    """CUDA's mma-dense cannot run here: its bake, evaluated one mma at a
+    time by the NumPy model of the instruction, must give A @ B."""
+    cuda = pytest.importorskip('gimmik.cuda')
+    plan = cuda.mma_plan(A, mwarps, nwarps, ntile, kstage)
+    B = np.random.default_rng(seed).standard_normal((A.shape[1], plan.cols))
+    ref = A @ B
+    got = cuda.mma_reference(plan, A, B)
+    assert got.shape == ref.shape
+    assert np.abs(got - ref).max() <= 1e-13*max(np.abs(ref).max(), 1e-300)
+
+
+@settings(settings.get_profile(PROFILE),
+          max_examples=RENDER_EXAMPLES[PROFILE])
+@given(A=operators(4000), ncols=st.sampled_from([16, 32, 48]),
+       seed=st.integers(0, 2**32 - 1))
+def test_mfma_bake_model_matches_numpy(A, ncols, seed):
+    """The MFMA fragment bake, multiplied out with the NumPy model of
+    v_mfma_f64_16x16x4f64, gives A @ B."""
+    fragments = pytest.importorskip('gimmik.fragments')
+    B = np.random.default_rng(seed).standard_normal((A.shape[1], ncols))
+    ref = A @ B
+    got = fragments.model_product(fragments.bake_mfma(A), B)[:A.shape[0]]
+    assert np.abs(got - ref).max() <= 1e-13*max(np.abs(ref).max(), 1e-300)
+
+
 def test_report_counts():
     """Prints how many fuzz examples and kernel runs this session made (run
     last in the file; shown with -s)."""
