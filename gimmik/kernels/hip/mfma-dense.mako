@@ -3,9 +3,12 @@
 ## (plan.bake, see gimmik/fragments.py), is multiplied on the matrix cores.
 ##
 ## Each 64-lane wavefront covers the block's 64 columns as four 16-wide
-## N-tiles: lane L = 16g + t handles columns col .. col+3 (col = 64*block +
-## 4t), column col + nt being column t of N-tile nt, so every MFMA operand
-## and result of a lane is four consecutive columns.  Wavefront y (one per
+## N-tiles: lane L = 16g + t handles columns col, col+1 (N-tiles 0, 1) and
+## col+32, col+33 (N-tiles 2, 3), col = 64*block + 2t; that is, column t of
+## N-tile nt is 64*block + 32*(nt/2) + 2t + nt%2.  So every MFMA operand and
+## result of a lane is two pairs of columns, and the 16 lanes of a row read
+## or write 256 contiguous bytes per access (global memory and LDS, free of
+## bank conflicts).  Wavefront y (one per
 ## blockDim.y) owns the m-tiles y*per .. y*per + per-1 and keeps only their
 ## accumulators acc<i>_<nt> (i: its i-th m-tile, nt: N-tile) live.  All
 ## wavefronts run the same code: the fragment table has one row per
@@ -64,37 +67,38 @@ __constant__ const double ${afrag}[${ms}][${plan.nslots}][64] = {
 % endfor
 };
 
-// B at p[0..3] for one lane's four columns, zero from column n on
+// B at p[0], p[1], p[32], p[33] (one lane's columns of N-tiles 0..3), zero
+// from column n on (nleft: columns left from p[0])
 static __device__ inline gimmik_v4d
 ${kname}_ldb4(const double* __restrict__ p, int nleft)
 {
     gimmik_v4d v = {0.0, 0.0, 0.0, 0.0};
-    if (nleft >= 4)
+    if (nleft >= 34)
     {
 % if vec == 2:
         const gimmik_v2 lo = *(const gimmik_v2*) p;
-        const gimmik_v2 hi = *(const gimmik_v2*) (p + 2);
+        const gimmik_v2 hi = *(const gimmik_v2*) (p + 32);
         v[0] = lo[0]; v[1] = lo[1]; v[2] = hi[0]; v[3] = hi[1];
 % else:
-        v[0] = p[0]; v[1] = p[1]; v[2] = p[2]; v[3] = p[3];
+        v[0] = p[0]; v[1] = p[1]; v[2] = p[32]; v[3] = p[33];
 % endif
     }
     else
     {
         if (nleft > 0) v[0] = p[0];
         if (nleft > 1) v[1] = p[1];
-        if (nleft > 2) v[2] = p[2];
+        if (nleft > 32) v[2] = p[32];
     }
     return v;
 }
 
 % if plan.lds:
-// One lane's four columns of a B row staged in LDS
+// One lane's columns of a B row staged in LDS: p[0], p[1], p[32], p[33]
 static __device__ inline gimmik_v4d
 ${kname}_lds4(const double* p)
 {
     const gimmik_v2 lo = *(const gimmik_v2*) p;
-    const gimmik_v2 hi = *(const gimmik_v2*) (p + 2);
+    const gimmik_v2 hi = *(const gimmik_v2*) (p + 32);
     gimmik_v4d v = {lo[0], lo[1], hi[0], hi[1]};
     return v;
 }
@@ -114,29 +118,30 @@ ${kname}_ldb2(const double* __restrict__ p, int nleft)
 
 % endif
 % endif
-// p[0..3] = x0..x3${'' if beta == 0 else ' + beta*p[0..3]'} (columns from n on untouched), non-temporally
+// p[0], p[1], p[32], p[33] = x0..x3${'' if beta == 0 else ' + beta*(their values)'}, non-temporally; columns
+// from n on (nleft: columns left from p[0]) untouched
 static __device__ inline void
 ${kname}_stc4(double* __restrict__ p, int nleft,
 ${' '*len(kname)}       double x0, double x1, double x2, double x3)
 {
-    if (nleft >= 4)
+    if (nleft >= 34)
     {
 % if vec == 2:
         const gimmik_v2 lo = {x0, x1}, hi = {x2, x3};
         __builtin_nontemporal_store(${upd('lo', '(*(gimmik_v2*) p)')}, (gimmik_v2*) p);
-        __builtin_nontemporal_store(${upd('hi', '(*(gimmik_v2*) (p + 2))')}, (gimmik_v2*) (p + 2));
+        __builtin_nontemporal_store(${upd('hi', '(*(gimmik_v2*) (p + 32))')}, (gimmik_v2*) (p + 32));
 % else:
         __builtin_nontemporal_store(${upd('x0', 'p[0]')}, p);
         __builtin_nontemporal_store(${upd('x1', 'p[1]')}, p + 1);
-        __builtin_nontemporal_store(${upd('x2', 'p[2]')}, p + 2);
-        __builtin_nontemporal_store(${upd('x3', 'p[3]')}, p + 3);
+        __builtin_nontemporal_store(${upd('x2', 'p[32]')}, p + 32);
+        __builtin_nontemporal_store(${upd('x3', 'p[33]')}, p + 33);
 % endif
     }
     else
     {
         if (nleft > 0) __builtin_nontemporal_store(${upd('x0', 'p[0]')}, p);
         if (nleft > 1) __builtin_nontemporal_store(${upd('x1', 'p[1]')}, p + 1);
-        if (nleft > 2) __builtin_nontemporal_store(${upd('x2', 'p[2]')}, p + 2);
+        if (nleft > 32) __builtin_nontemporal_store(${upd('x2', 'p[32]')}, p + 32);
     }
 }
 
@@ -258,8 +263,8 @@ ${self.prologue()}\
     const int wave = 0;
 % endif
 
-    // This lane's columns col .. col+3 (col + nt in N-tile nt)
-    const int col = 64*blockIdx.x + 4*t, nleft = n - col;
+    // This lane's columns: col, col+1, col+32, col+33 in N-tiles 0..3
+    const int col = 64*blockIdx.x + 2*t, nleft = n - col;
     const double* __restrict__ afrag = ${afrag}[wave][0] + lane;
 
     // This lane's rows of C: ${16*plan.per}*wave + g + 16i + 4v for element v
@@ -305,7 +310,7 @@ ${mfmas(i, s, 'bk')}\
 % endif
     ${VB} ${', '.join(f'st{s}' for s in range(nstage))};
 % for buf in range(plan.nbuf):
-    const ${dtype}* bl${buf} = &bsh[${buf}][g][4*t];
+    const ${dtype}* bl${buf} = &bsh[${buf}][g][2*t];
 % endfor
     gimmik_v4d bk${', bn' if pipe == 2 else ''};
 
