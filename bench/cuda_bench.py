@@ -26,6 +26,9 @@ import numpy as np
 from gimmik.cuda import CUDAMatMul
 from gimmik.runtime import moved_bytes
 
+# Candidates are built in nvcc runs of at most this much source
+BATCH_CHARS = 300_000
+
 # Relative error (max |c - ref| / max |ref|) allowed against cuBLAS
 F64_TOL = 1e-12
 
@@ -126,26 +129,43 @@ def main(argv=None):
     families = args.families.split(',') if args.families else None
     opts = rt.kernel_options()
 
-    # Compile every operator's candidates (one nvcc run per operator, the
-    # kernels named k0, k1, ...) in a pool, in suite order, while the main
-    # thread measures operators as their builds finish.
+    # Compile every operator's candidates (batches of kernels named k0,
+    # k1, ... per nvcc run) in a pool, in suite order, while the main thread
+    # measures operators as their builds finish.
     pool = cf.ThreadPoolExecutor(args.jobs)
+    render_pool = cf.ThreadPoolExecutor(2)
 
-    def render_and_build(mm):
-        cands = [mm.render(cand, np.float64, f'k{i}') for i, cand in
-                 enumerate(c for c in mm._candidates(np.float64, **opts)
-                           if families is None or c.family in families)]
+    def render(mm):
+        return [mm.render(cand, np.float64, f'k{i}') for i, cand in
+                enumerate(c for c in mm._candidates(np.float64, **opts)
+                          if families is None or c.family in families)]
+
+    def build(cands):
         try:
             src = '\n'.join(s for s, _ in cands)
-            cubin = rt.build(src, cands[0][1], args.compile_timeout)
+            return rt.build(src, cands[0][1], args.compile_timeout)
         except Exception as e:
-            cubin = e
-        return cands, cubin
+            return e
+
+    def render_and_build(mm):
+        """Render the candidates, then build them in batches of at most
+        BATCH_CHARS of source, each batch one nvcc run in the pool."""
+        cands = render(mm)
+        batches, cur, size = [], [], 0
+        for s, meta in cands:
+            if cur and size + len(s) > BATCH_CHARS:
+                batches.append(cur)
+                cur, size = [], 0
+            cur.append((s, meta))
+            size += len(s)
+        if cur:
+            batches.append(cur)
+        return [(b, pool.submit(build, b)) for b in batches]
 
     jobs = {}
     for name, A in ops.items():
         mm = CUDAMatMul(A, beta=beta_of(name), aligne=2)
-        jobs[name] = (mm, pool.submit(render_and_build, mm))
+        jobs[name] = (mm, render_pool.submit(render_and_build, mm))
 
     rng = cupy.random.default_rng(42)
     for name, (mm, fut) in jobs.items():
@@ -165,20 +185,25 @@ def main(argv=None):
         vt = rt.time(vendor, (b, c, n, n, n), repeats=args.repeats)
 
         best, nfail = None, 0
-        cands, cubin = fut.result()
-        try:
-            if isinstance(cubin, Exception):
-                raise cubin
-            module = rt.load_module(cubin)
-        except Exception as e:
-            print(f'  {name}: batch build failed, building one by one: '
-                  f'{str(e)[:300]}', flush=True)
-            module = None
-        for src, meta in cands:
+        todo = []
+        for batch, bfut in fut.result():
+            cubin = bfut.result()
+            try:
+                if isinstance(cubin, Exception):
+                    raise cubin
+                module = rt.load_module(cubin)
+            except Exception as e:
+                print(f'  {name}: batch build failed: {str(e)[:300]}',
+                      flush=True)
+                module = e
+            todo += [(s, meta, module) for s, meta in batch]
+        cands = todo
+        for src, meta, module in cands:
             row = {'op': name, 'variant': meta['variant']}
             try:
-                launch = (rt.load(src, meta, module=module) if module
-                          else rt.compile(src, meta))
+                if isinstance(module, Exception):
+                    raise module
+                launch = rt.load(src, meta, module=module)
                 row.update(rt.kernel_attributes(launch))
                 if beta == 0:
                     c.fill(np.nan)

@@ -26,6 +26,9 @@ MAX_STATIC_SHARED = 48*1024
 # memory (a thread has at most 255).
 MAX_EST_REGISTERS = 200
 
+# Registers of one SM: a block of t threads may use 64K/t per thread at most.
+SM_REGISTERS = 65536
+
 # The CUDA candidate table.  Each row: family, parameters, and the named
 # conditions (see _gates) under which it is offered.  Order is the order of
 # offering: PyFR only times the first few.
@@ -36,6 +39,9 @@ CANDIDATES = [
     ('mma-dense', dict(mwarps=4, nwarps=2, ntile=2, kstage=4), 'mma w2'),
     ('mma-dense', dict(mwarps=8, nwarps=1, ntile=4, kstage=4), 'mma w2'),
     ('mma-dense', dict(mwarps=8, nwarps=1, ntile=2, kstage=8), 'mma w2'),
+    ('mma-dense', dict(mwarps=1, nwarps=4, ntile=1, kstage=4), 'mma w2'),
+    ('mma-dense', dict(mwarps=1, nwarps=4, ntile=2, kstage=4), 'mma w2'),
+    ('mma-dense', dict(mwarps=2, nwarps=4, ntile=1, kstage=8), 'mma w2'),
     ('cstream', dict(width=2, ld='nc'), 'w2 stream'),
     ('bstream', dict(width=2, ld='cs'), 'w2 stream'),
     ('cstream', dict(width=1, ld='nc'), 'stream'),
@@ -46,8 +52,16 @@ CANDIDATES = [
     ('bstream-msplit', dict(width=1, msplit=8, bsz=16, ld='cs'), 'stream'),
     ('bstream-msplit', dict(width=1, msplit=16, bsz=16, ld='cs'), 'stream'),
     ('bstream-msplit', dict(width=1, msplit=32, bsz=16, ld='cs'), 'stream'),
+    ('bstream-msplit', dict(width=1, msplit=8, bsz=32, ld='cs'), 'stream'),
+    ('bstream-msplit', dict(width=1, msplit=16, bsz=32, ld='cs'), 'stream'),
     ('cstream', dict(width=2, ld='cs'), 'w2 stream'),
     ('cstream', dict(width=1, ld='reload'), 'bigk stream'),
+    ('cstream-mblock', dict(width=1, groups=8, ld='nc'), 'bigm stream'),
+    ('cstream-mblock', dict(width=1, groups=16, ld='nc'), 'bigm stream'),
+    ('cstream-mblock', dict(width=1, groups=32, ld='nc'), 'bigm stream'),
+    ('cstream-mblock', dict(width=1, groups=64, ld='nc'), 'bigm stream'),
+    ('cstream-mblock', dict(width=2, groups=16, ld='nc'), 'w2 bigm stream'),
+    ('cstream-mblock', dict(width=2, groups=32, ld='nc'), 'w2 bigm stream'),
     ('cstream-ksplit', dict(ksplit=2), 'stream'),
     ('cstream-ksplit', dict(ksplit=4), 'stream'),
 ]
@@ -69,6 +83,7 @@ def _gates(mm, dtype, cc):
         'w2': mm.width2_ok(),
         'beta': mm.beta != 0,
         'bigk': len(mm.info.bix) > 64,
+        'bigm': mm.info.m > 64,
         'stream': not (mma_offered and mm.info.nnz > MAX_STREAM_NNZ_DENSE),
         'mma': mma_offered,
     }
@@ -104,10 +119,18 @@ class CUDAMatMul(MatMul):
 
     def _fits(self, cand, dtype):
         block, shared, _ = self._geometry(cand, dtype)
-        if self.register_estimate(cand, dtype) > MAX_EST_REGISTERS:
+        nthreads = block[0]*block[1]*block[2]
+        if self.register_estimate(cand, dtype) > min(
+                MAX_EST_REGISTERS, SM_REGISTERS // nthreads):
             return False
         return (block[0]*block[1] <= 1024
                 and shared <= MAX_STATIC_SHARED)
+
+    def register_budget(self, cand, dtype):
+        """Registers per thread to let ptxas use: the estimate with a
+        half more, rounded up to a multiple of 8."""
+        est = self.register_estimate(cand, dtype)
+        return -(-(est*3//2) // 8)*8
 
     def register_estimate(self, cand, dtype):
         """32-bit registers per thread the candidate's live values need at
@@ -120,6 +143,9 @@ class CUDAMatMul(MatMul):
             if p.get('ld') == 'reload':
                 return margin + 2*words
             return margin + words*max_live_b(plans.cstream_plan(self.A))
+        if cand.family == 'cstream-mblock':
+            return margin + words*max(max_live_b(plan) for _, plan in
+                                      mblock_groups(self.A, p['groups']))
         if cand.family == 'bstream':
             nacc = self.info.m - len(self.info.zero_rows)
             return margin + words*(nacc + 1)
@@ -143,7 +169,7 @@ class CUDAMatMul(MatMul):
         p = cand.params
         size = np.dtype(dtype).itemsize
         w = p.get('width', 1)
-        if cand.family in ('cstream', 'bstream'):
+        if cand.family in ('cstream', 'bstream', 'cstream-mblock'):
             return (STREAM_BLOCK, 1, 1), 0, w
         if cand.family == 'bstream-msplit':
             ms = min(p['msplit'], self.info.m)
@@ -161,12 +187,21 @@ class CUDAMatMul(MatMul):
         block, shared, width = self._geometry(cand, dtype)
         lit = lambda x: self.lit(x, dtype)  # noqa: E731
         ctx = {'lit': lit, 'zero_rows': set(self.info.zero_rows),
-               'ld': cand.params.get('ld', 'nc'), 'minblocks': None}
+               'ld': cand.params.get('ld', 'nc')}
+        # Without a second launch bound ptxas (CUDA 13, sm_90) may cap the
+        # registers low enough to spill (seen: 64 for 128 threads, 32 for
+        # 1024); ask for as many blocks per SM as the budget allows.
+        nthreads = block[0]*block[1]*block[2]
+        ctx['minblocks'] = max(1, min(
+            2048 // nthreads,
+            SM_REGISTERS // (nthreads*self.register_budget(cand, dtype))))
         p = cand.params
         if cand.family == 'cstream':
             ctx['plan'] = plans.cstream_plan(self.A)
         elif cand.family == 'bstream':
             ctx['plan'] = plans.bstream_plan(self.A)
+        elif cand.family == 'cstream-mblock':
+            ctx['groups'] = mblock_groups(self.A, p['groups'])
         elif cand.family == 'bstream-msplit':
             ctx['plan'] = plans.msplit_plan(self.A, block[1], p['bsz'])
             ctx.update(bsz=p['bsz'], preload_c=p.get('preload_c', False))
@@ -176,19 +211,16 @@ class CUDAMatMul(MatMul):
         elif cand.family == 'mma-dense':
             ctx['plan'] = mma_plan(self.A, p['mwarps'], p['nwarps'],
                                    p['ntile'], p['kstage'])
-            # without a second launch bound ptxas may cap the registers
-            # low enough to spill (seen at 64 for 128 threads on sm_90)
-            est = self.register_estimate(cand, dtype)
-            regs = -(-(est*5//4 + 16) // 8)*8
-            ctx['minblocks'] = max(1, min(8, 65536 // (block[0]*regs)))
         return ctx, block, shared, width
 
     def render(self, cand, dtype, kname='gimmik_mm'):
         src, meta = super().render(cand, dtype, kname)
         meta['compute_capability'] = cand.opts['compute_capability']
+        p = cand.params
         if cand.family == 'mma-dense':
-            p = cand.params
             meta['cols_per_block'] = MMA_N*p['nwarps']*p['ntile']
+        if cand.family == 'cstream-mblock':
+            meta['row_groups'] = p['groups']
         if self.baked_n:
             meta['grid'] = self.launch_config(meta, self.n)[0]
         return src, meta
@@ -198,7 +230,18 @@ class CUDAMatMul(MatMul):
         """(grid, block) for a candidate's meta and n columns."""
         block = tuple(meta['block'])
         cols = meta.get('cols_per_block') or block[0]*meta['width']
-        return (max(1, -(-int(n) // cols)), 1, 1), block
+        groups = meta.get('row_groups', 1)
+        return (groups*max(1, -(-int(n) // cols)), 1, 1), block
+
+
+def mblock_groups(A, groups):
+    """cstream-mblock: [(first row, cstream plan of the rows)] for
+    `groups` contiguous row groups of similar work (empty ones dropped)."""
+    out = []
+    for r0, r1 in plans.balanced_row_groups(A, groups):
+        if r1 > r0:
+            out.append((r0, plans.cstream_plan(A[r0:r1])))
+    return out
 
 
 def max_live_b(plan):

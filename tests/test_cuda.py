@@ -123,11 +123,11 @@ def test_candidates_unique_and_width2_needs_alignment(rng):
 
 def test_big_operators_offer_only_unspilled_kernels(rng):
     """An operator too big for registers still gets candidates: the
-    m-split with many warps and the reload cstream."""
+    row groups over blocks and the reload cstream."""
     A = random_operator(rng, 1029, 343, 0.02)
     v = _variants(A, aligne=2)
     assert 'cstream/ldreload/width1' in v
-    assert any('msplit32' in x or 'msplit16' in x for x in v)
+    assert any(x.startswith('cstream-mblock/') for x in v)
     assert not any(x.startswith('bstream/') for x in v)
 
 
@@ -192,7 +192,9 @@ def _compile_cases(rng):
              'float64', {'aligne': 2}),
             ('blocky-baked', hexlike, 1.0, 'float64',
              {'aligne': 2, 'n': 1001, 'ldb': 1002, 'ldc': 1004}),
-            ('zero-rows-odd', zero_rows, 0.0, 'float64', {})]
+            ('zero-rows-odd', zero_rows, 0.0, 'float64', {}),
+            ('tall-mblock', random_operator(rng, 72, 24, 0.15), 0.0,
+             'float64', {'aligne': 2})]
 
 
 def _full_cases(rng):

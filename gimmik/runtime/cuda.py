@@ -43,6 +43,7 @@ class Runtime(_Runtime):
         self.sms = int(props['multiProcessorCount'])
         nvcc = shutil.which('nvcc')
         self.compiler = ('nvcc' if nvcc and compiler != 'nvrtc' else 'nvrtc')
+        self._cubin_dir, self._ncubin = None, 0
 
     # -- description -----------------------------------------------------
     @property
@@ -101,12 +102,16 @@ class Runtime(_Runtime):
         return self._launcher(kern, module, meta)
 
     def load_module(self, cubin):
-        with tempfile.NamedTemporaryFile(suffix='.cubin') as f:
+        """A module from a cubin; CuPy loads it lazily from the file, which
+        therefore lives in a folder kept as long as this runtime."""
+        if self._cubin_dir is None:
+            self._cubin_dir = tempfile.TemporaryDirectory(
+                prefix='gimmik-cubin-')
+        self._ncubin += 1
+        path = os.path.join(self._cubin_dir.name, f'm{self._ncubin}.cubin')
+        with open(path, 'wb') as f:
             f.write(cubin)
-            f.flush()
-            module = cupy.RawModule(path=f.name)
-            module.get_module()       # loads it while the file exists
-        return module
+        return cupy.RawModule(path=path)
 
     def compile(self, src, meta):
         return self.load(src, meta, self.build(src, meta))
