@@ -253,3 +253,33 @@ def test_real_sweep_on_c(tmp_path):
         assert r['vendor_time_s'] > 0 and r['copy_gbps'] > 0
         assert r['beta'] == (1.0 if r['operator'].endswith('m3') else 0.0)
     assert os.path.exists(out / 'tune' / 'p1-tri-m0.json')
+
+
+def test_max_nnz(tmp_path):
+    ops = 'p1-quad-m0,p3-hex-m0,p3-hex-m3'   # 16, 384 and 384 non-zeros
+    tune = FakeTune()
+    rows = run(tmp_path, tune, ops=ops, max_nnz=100)
+    skipped = {r['operator'] for r in rows if r['error']}
+    assert skipped == {'p3-hex-m0', 'p3-hex-m3'}
+    assert all(r['error'] == 'skipped: 384 non-zeros > max_nnz 100'
+               for r in rows if r['error'])
+    assert [c['name'] for c in tune.calls] == ['p1-quad-m0']
+    # a later run without the limit tunes only the skipped ones
+    tune = FakeTune()
+    run(tmp_path, tune, ops=ops, max_nnz=None)
+    assert {c['name'] for c in tune.calls} == skipped
+    with pytest.raises(ValueError, match='max_nnz'):
+        run(tmp_path, FakeTune(), max_nnz=0)
+
+
+def test_default_max_nnz_per_platform(tmp_path):
+    from gimmik.sweep import DEFAULT_MAX_NNZ
+    FakeRuntime.name = 'c'
+    try:
+        rows = run(tmp_path, FakeTune(), ops='p6-pyr-m132,p1-tri-m0')
+    finally:
+        FakeRuntime.name = 'fake'
+    byname = {r['operator']: r for r in rows}
+    assert byname['p6-pyr-m132']['error'] == \
+        f'skipped: 58288 non-zeros > max_nnz {DEFAULT_MAX_NNZ["c"]}'
+    assert byname['p1-tri-m0']['error'] == ''
