@@ -24,6 +24,11 @@ from gimmik import plans
 # accumulators, m rows by `width` columns).
 MAX_SCRATCH = 64*1024
 
+# bstream's one loop per used row of B takes GCC minutes to compile once A
+# has a few hundred non-zeros (seen: 245 s at -O3 for 768); beyond this it
+# is not offered.
+BSTREAM_MAX_NNZ = 256
+
 # The C candidate table: family, parameters, gate (as in gimmik.hip).
 # Order is the order of offering.
 #   cstream      every row of C for one column at a time (all rows inside
@@ -35,12 +40,12 @@ MAX_SCRATCH = 64*1024
 CANDIDATES = [
     # family        parameters         gate
     ('cstream', dict(width=64), ''),
-    ('bstream', dict(width=64), 'scratch'),
+    ('bstream', dict(width=64), 'scratch small'),
     ('cstream-row', dict(width=64), ''),
     ('cstream', dict(width=512), ''),
-    ('bstream', dict(width=256), 'scratch'),
+    ('bstream', dict(width=256), 'scratch small'),
     ('cstream-row', dict(width=512), ''),
-    ('bstream', dict(width=16), 'scratch'),
+    ('bstream', dict(width=16), 'scratch small'),
 ]
 
 
@@ -60,6 +65,7 @@ class CMatMul(MatMul):
         out = []
         for family, params, need in CANDIDATES:
             gates = {'scratch': nrows*params['width']*size <= MAX_SCRATCH,
+                     'small': self.info.nnz <= BSTREAM_MAX_NNZ,
                      'beta': self.beta != 0}
             if all(gates[g] for g in need.split()):
                 cand = Candidate(family, params)

@@ -11,7 +11,8 @@ import pytest
 from conftest import Panels, random_operator
 from gimmik import CMatMul
 from gimmik.base import MatMul
-from gimmik.c import CANDIDATES, MAX_SCRATCH
+from gimmik.analysis import analyse
+from gimmik.c import BSTREAM_MAX_NNZ, CANDIDATES, MAX_SCRATCH
 from gimmik.runtime import RuntimeUnavailable, get_runtime
 
 
@@ -107,16 +108,26 @@ def test_source_shape(rng):
 
 
 def test_scratch_gate(rng):
-    """bstream's accumulators must fit MAX_SCRATCH bytes per thread."""
-    A = random_operator(rng, 200, 10, 0.5)
-    A[:, 0] = 1.0
+    """bstream's accumulators must fit MAX_SCRATCH bytes per thread, and
+    its source must stay small enough to compile quickly."""
+    A = np.zeros((100, 4))
+    A[:, 0] = rng.standard_normal(100)
+    A[0, 0] = 1.0
+    assert analyse(A).nnz <= BSTREAM_MAX_NNZ
     for dtype in ('float32', 'float64'):
         size = np.dtype(dtype).itemsize
+        bwidths = set()
         for _, meta in CMatMul(A).kernels(dtype):
             if meta['tplname'] == 'bstream':
-                assert 200*meta['width']*size <= MAX_SCRATCH
+                assert 100*meta['width']*size <= MAX_SCRATCH
+                bwidths.add(meta['width'])
+        assert bwidths and max(bwidths) < 256
     assert all(f in ('cstream', 'cstream-row', 'bstream')
                for f, _, _ in CANDIDATES)
+    big = random_operator(rng, 30, 30, 0.9)
+    assert analyse(big).nnz > BSTREAM_MAX_NNZ
+    families = {m['tplname'] for _, m in CMatMul(big).kernels('float64')}
+    assert families == {'cstream', 'cstream-row'}
 
 
 def test_pruning_with_feedback(rng):
