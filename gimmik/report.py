@@ -180,6 +180,16 @@ def markdown(rows, plots=()):
             '% copy = achieved GB/s / measured device copy GB/s, the '
             'roofline of these bandwidth-bound kernels.', '']
 
+    above = [r['operator'] for r in ok_rows(rows)
+             if (r.get('copy_fraction') or 0) > 1]
+    if above:
+        out += [f'**{len(above)} operators exceed the measured copy '
+                f'bandwidth** (e.g. {md_escape(", ".join(above[:3]))}): '
+                f'their panels fit in the caches, whereas the copy '
+                f'bandwidth is measured on a larger buffer, so it is not '
+                f'their roofline. Sweep with a larger --n to measure them '
+                f'streaming from memory.', '']
+
     for png in plots:
         out += [f'![{png[:-4]}]({png})', '']
 

@@ -82,6 +82,13 @@ def test_markdown(rows):
             assert len(cells) == 1, block
 
 
+def test_cache_resident_note(rows):
+    assert 'exceed the measured copy' not in markdown(rows)
+    rows[0]['copy_fraction'] = 1.7
+    assert '**1 operators exceed the measured copy bandwidth** (e.g. ' \
+        'p1-hex-m0)' in markdown(rows)
+
+
 def test_md_escape():
     assert md_escape('a|b\nc*d') == 'a\\|b c\\*d'
 
