@@ -244,7 +244,7 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
 
     # Buffer sets to rotate through when one set fits in the cache
     setbytes = (k*ldb + m*ldc)*itemsize
-    llc = int(getattr(runtime, 'cache_bytes', lambda: 0)() or 0)
+    llc = int(runtime.cache_bytes() or 0)
     nsets = 1 if setbytes > llc else min(MAX_SETS,
                                          -(-2*llc // max(setbytes, 1)))
     bufs = [(runtime.upload(bh), runtime.upload(ch)) for _ in range(nsets)]

@@ -81,6 +81,11 @@ class Runtime(ABC):
         """Extra feedback for kernels().send() (registers, local_mem...)."""
         return {}
 
+    def cache_bytes(self):
+        """Size of the last-level cache in bytes (0: unknown).  The tuner
+        rotates through several buffer sets when one set would fit in it."""
+        return 0
+
 
 def get_runtime(platform='auto', **options):
     """A Runtime for `platform` ('auto' tries hip, then cuda, then c).
