@@ -5,7 +5,7 @@ first) and, where clang is installed, the real AMDGPU ISA it compiles to."""
 import numpy as np
 import pytest
 
-from conftest import Panels, random_operator, rel_error
+from conftest import Panels, full_run, random_operator, rel_error
 from gimmik.analysis import DENSE_DENSITY
 from gimmik.emulate import EmulatorError, run_hip
 from gimmik.fragments import WAVE, mfma_f64_16x16x4
@@ -278,3 +278,37 @@ def test_isa_pyfr_full(arch):
                     what
                 assert rep['scratch_bytes'] == 0, what
                 assert rep['lds_bytes'] == meta['shared'] <= 64*1024, what
+
+
+def test_hiprtc_compiles_candidates(rng, tmp_path, request):
+    """hiprtc (what PyFR compiles with) accepts the candidates for gfx90a
+    (an LDS-path and the direct-path one; all of them with --full); where
+    llvm-objdump-19 is installed, the code object holds the planned number
+    of MFMAs."""
+    import shutil
+    import subprocess
+
+    hiprtc = pytest.importorskip('gimmik.hiprtc')
+    from gimmik.runtime import RuntimeUnavailable
+    A = random_operator(rng, 40, 22, 0.9)
+    objdump = shutil.which('llvm-objdump-19')
+    every = full_run(request.config)
+    for aligne in (2, None) if every else (2,):
+        mm, cands = mfma_rows(A, 0.5, aligne, 'gfx90a')
+        if not every:
+            cands = [cands[0], next(c for c in cands
+                                    if c.params['msplit'] == 1)]
+        for cand in cands:
+            src, meta = mm.render(cand, np.float64)
+            try:
+                code = hiprtc.compile_hip(src, 'gfx90a')
+            except RuntimeUnavailable as e:
+                pytest.skip(str(e))
+            if objdump:
+                obj = tmp_path / 'k.o'
+                obj.write_bytes(code)
+                dis = subprocess.run([objdump, '-d', '--mcpu=gfx90a',
+                                      str(obj)], capture_output=True,
+                                     text=True, check=True).stdout
+                assert dis.count('v_mfma_f64_16x16x4') == \
+                    mm.mfma_plan(cand.params).mfma_count, meta['variant']
