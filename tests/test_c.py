@@ -204,7 +204,7 @@ def test_runtime_options():
         get_runtime('c', cflags='-O0')
 
 
-# -- the vendor baseline --------------------------------------------------------
+# -- the vendor baseline ------------------------------------------------------
 
 @pytest.mark.parametrize('dtype', [np.float64, np.float32])
 @pytest.mark.parametrize('beta', [0.0, 1.0, -0.5])

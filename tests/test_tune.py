@@ -95,7 +95,7 @@ def run_best(rt, res, A, beta, dtype, rng):
     p.check(res.best['variant'])
 
 
-# -- the whole tuner, for real -------------------------------------------------
+# -- the whole tuner, for real ------------------------------------------------
 
 @pytest.mark.parametrize('dtype,beta', [('float64', 0.0), ('float32', -0.5)])
 def test_tune_for_real(rt, rng, dtype, beta):
@@ -191,7 +191,7 @@ def test_vendor_disagreeing_is_an_error(rng):
         tune(operator(rng), n=200, runtime=BadBLAS(), use_cache=False)
 
 
-# -- buffer rotation -------------------------------------------------------------
+# -- buffer rotation ----------------------------------------------------------
 
 @pytest.mark.parametrize('cache_bytes,expect', [(0, 1), (None, 'many')])
 def test_buffer_rotation(rng, monkeypatch, cache_bytes, expect):
@@ -218,7 +218,7 @@ def test_buffer_rotation(rng, monkeypatch, cache_bytes, expect):
         assert len(set(used)) == 16       # enough sets to cover twice it
 
 
-# -- the cache -------------------------------------------------------------------
+# -- the cache ----------------------------------------------------------------
 
 def test_cache_hit_bypass_and_clear(rng, cache_dir):
     A = operator(rng)
@@ -286,7 +286,7 @@ def test_atomic_store(cache_dir):
     assert os.listdir(cache_dir / 'tune') == [f'{key}.json']
 
 
-# -- bad input -------------------------------------------------------------------
+# -- bad input ----------------------------------------------------------------
 
 def test_bad_input(rng):
     A = operator(rng)
@@ -316,7 +316,7 @@ def test_bad_input(rng):
     assert issubclass(CRuntime, Runtime)
 
 
-# -- gimmik tune ---------------------------------------------------------------
+# -- gimmik tune --------------------------------------------------------------
 
 @pytest.fixture
 def npz(tmp_path, rng):

@@ -196,7 +196,7 @@ class Runtime(_Runtime):
             _check_buffers(b, c, dtype, m, k, n, ldb, ldc)
             bv, cv = b[:, :n], c[:, :n]
             if gemm is not None and ldb == n and ldc == n and beta != 0:
-                # Row-major C = A*B + beta*C is column-major C' = B'A' + beta C'
+                # row-major C = AB + beta C is column-major C' = B'A' + beta C'
                 gemm(1.0, bv.T, Ad.T, beta=beta, c=cv.T, overwrite_c=True)
             elif beta == 0:
                 np.matmul(Ad, bv, out=cv)

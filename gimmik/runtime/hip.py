@@ -142,7 +142,7 @@ def build(src, meta, arch):
     return compile_hip(src, arch=arch, kname=meta.get('kname', 'gimmik_mm'))
 
 
-# -- device buffers -------------------------------------------------------------
+# -- device buffers -----------------------------------------------------------
 class DeviceArray:
     """A rows x ld panel in GPU memory (freed with the object)."""
 
