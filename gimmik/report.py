@@ -22,7 +22,7 @@ import os
 import statistics
 
 from gimmik.operators import ELEMENTS, parse_name, sort_key
-from gimmik.sweep import CSV_NAME, read_rows
+from gimmik.sweep import CSV_NAME, SKIPPED, read_rows
 
 MATRIX_ORDER = ('m0', 'm3', 'm6', 'm132', 'm460')
 MATRIX_LABELS = {'m0': 'M0', 'm3': 'M3', 'm6': 'M6', 'm132': 'M132',
@@ -74,6 +74,10 @@ def intensity(row):
     return 2*row['nnz']*row['n'] / nbytes
 
 
+def _skipped(row):
+    return (row.get('error') or '').startswith(SKIPPED)
+
+
 def summarise(rows):
     """Headline numbers of a sweep as a dict."""
     good = ok_rows(rows)
@@ -83,7 +87,9 @@ def summarise(rows):
              if r.get('vendor_copy_fraction')]
     return {
         'operators': len(rows), 'ok': len(good),
-        'failed': [r['operator'] for r in rows if r not in good],
+        'failed': [r['operator'] for r in rows if r not in good
+                   and not _skipped(r)],
+        'skipped': [r['operator'] for r in rows if _skipped(r)],
         'geomean_speedup': geomean(speed),
         'wins': sum(1 for s in speed if s > 1), 'compared': len(speed),
         'median_fraction': statistics.median(frac) if frac else None,
@@ -151,17 +157,19 @@ def _group_table(rows, keyfn, title):
 def markdown(rows, plots=()):
     """The report as Markdown text."""
     s = summarise(rows)
+    def listed(col, sep=', '):
+        return md_escape(sep.join(_distinct(rows, col)))
+
+    copy = ', '.join(_num(float(x), '.1f')
+                     for x in _distinct(rows, 'copy_gbps'))
     out = ['# gimmik sweep report', '']
-    out += [f'- platform: {md_escape(", ".join(_distinct(rows, "platform")))}',
-            f'- device: {md_escape("; ".join(_distinct(rows, "device")))}',
-            f'- dtype: {md_escape(", ".join(_distinct(rows, "dtype")))}; '
-            f'n = {md_escape(", ".join(_distinct(rows, "n")))} columns',
-            f'- measured copy bandwidth: '
-            f'{md_escape(", ".join(_num(float(x), ".1f") for x in _distinct(rows, "copy_gbps")))}'
-            f' GB/s',
+    out += [f'- platform: {listed("platform")}',
+            f'- device: {listed("device", "; ")}',
+            f'- dtype: {listed("dtype")}; n = {listed("n")} columns',
+            f'- measured copy bandwidth: {copy or "–"} GB/s',
             f'- operators: {s["operators"]} ({s["ok"]} tuned, '
-            f'{len(s["failed"])} failed); tuning took '
-            f'{s["tune_s"]:.0f} s in all',
+            f'{len(s["skipped"])} skipped, {len(s["failed"])} failed); '
+            f'tuning took {s["tune_s"]:.0f} s in all',
             '']
     if s['compared']:
         best, worst = s['best'], s['worst']
@@ -224,7 +232,7 @@ def markdown(rows, plots=()):
 
     failed = [r for r in rows if r.get('error')]
     if failed:
-        out += ['', '## Failures', '']
+        out += ['', '## Failed and skipped operators', '']
         out += [f'- {md_escape(r["operator"])}: {md_escape(r["error"])}'
                 for r in failed]
     return '\n'.join(out) + '\n'

@@ -37,13 +37,16 @@ def rows():
             row('p2-hex-m0', 4e-4, 2e-4),
             row('p1-tet-m460', 1e-4, 1e-4),
             row('p2-tet-m132', 1e-3, 1e-3, error='HiprtcError: boom | x'),
-            row('my|op', 2e-4, 8e-4)]
+            row('my|op', 2e-4, 8e-4),
+            row('p6-pyr-m132', 1, 1, error='skipped: 58288 non-zeros > '
+                'max_nnz 5000')]
 
 
 def test_summary_numbers(rows):
     s = summarise(rows)
-    assert s['operators'] == 6 and s['ok'] == 5
+    assert s['operators'] == 7 and s['ok'] == 5
     assert s['failed'] == ['p2-tet-m132']
+    assert s['skipped'] == ['p6-pyr-m132']
     # speed-ups 4, 1, 0.5, 1, 4
     assert s['geomean_speedup'] == pytest.approx((4*1*0.5*1*4)**0.2)
     assert s['wins'] == 2 and s['compared'] == 5
@@ -68,6 +71,7 @@ def test_markdown(rows):
     assert '| my\\|op |' in text
     assert 'Test CPU \\| 2 cores' in text
     assert '- p2-tet-m132: HiprtcError: boom \\| x' in text
+    assert '7 (5 tuned, 1 skipped, 1 failed)' in text
     # hex: speed-ups 4, 1, 0.5 -> geomean 1.26, 1 win of 3
     assert '| hex | 3 | 1.26× | 1/3 |' in text
     assert '| 1 | 3 |' in text and '| 2 | 1 |' in text   # by order
@@ -119,7 +123,7 @@ def test_all_failed(tmp_path):
     write_tables(tmp_path, [row('p1-hex-m0', 1, 1, error='x')], {})
     report(tmp_path, plots=False)
     md = (tmp_path / 'report.md').read_text()
-    assert '0 tuned, 1 failed' in md
+    assert '0 tuned, 0 skipped, 1 failed' in md
 
 
 def test_missing_matplotlib(tmp_path, rows, monkeypatch):
