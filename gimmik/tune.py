@@ -146,7 +146,7 @@ def _ld_align(ldb, ldc, cap=16):
 def rel_error(x, ref):
     """max |x - ref| / max |ref| (inf when x has a NaN or Inf)."""
     x = np.asarray(x, dtype=np.float64)
-    if not np.isfinite(x).all():
+    if not (np.isfinite(x).all() and np.isfinite(ref).all()):
         return math.inf
     scale = max(float(np.abs(ref).max()), np.finfo(np.float64).tiny)
     return float(np.abs(x - ref).max()) / scale
@@ -232,14 +232,17 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
     # candidate starts from, poisoned with NaN
     bh = np.full((k, ldb), SENTINEL, dt)
     ch = np.full((m, ldc), SENTINEL, dt)
-    bh[:, :n] = b[:, :n] if b is not None else rng.standard_normal((k, n))
-    ch[:, :n] = c[:, :n] if c is not None else rng.standard_normal((m, n))
+    # The caller's values when they are all finite (NaN or Inf in them
+    # would make every check vacuous), fresh random ones otherwise
+    bh[:, :n] = _finite_or(b, rng, k, n)
+    ch[:, :n] = _finite_or(c, rng, m, n)
     cstart = ch.copy()
     if beta == 0:
         cstart[:, :n] = np.nan
 
-    exact = A @ bh[:, :n].astype(np.float64) \
-        + beta*ch[:, :n].astype(np.float64)
+    exact = A @ bh[:, :n].astype(np.float64)
+    if beta != 0:
+        exact += beta*ch[:, :n].astype(np.float64)
     tol = TOLERANCE[np.dtype(dt).name]
 
     # Buffer sets to rotate through when one set fits in the cache
@@ -330,6 +333,14 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
         copy_gbps=copy_gbps, candidates=cands,
         use_vendor=best is None or vtime < best['time_s'], m=m, k=k,
         ldb=ldb, ldc=ldc, vendor_error=verr)
+
+
+def _finite_or(x, rng, rows, n):
+    if x is not None:
+        x = x[:, :n]
+        if np.isfinite(x).all():
+            return x
+    return rng.standard_normal((rows, n))
 
 
 def _count(mm, dt, opts):

@@ -180,6 +180,20 @@ def test_callers_buffers_restored(rng):
     assert np.array_equal(c, c0)
 
 
+def test_non_finite_caller_values_keep_the_check(rng):
+    b = rng.standard_normal((5, N))
+    c = rng.standard_normal((6, N))
+    c[2, 7], b[0, 1] = np.nan, np.inf
+    b0, c0 = b.tobytes(), c.tobytes()
+    res = tune(operator(), beta=1.0, runtime=Sabotaged(), b=b, c=c,
+               use_cache=False)
+    assert np.isfinite(res.vendor_error)
+    by = {x['variant']: x for x in res.candidates}
+    assert not by[Sabotaged.WRONG]['correct']
+    assert res.best['variant'] != Sabotaged.WRONG
+    assert b.tobytes() == b0 and c.tobytes() == c0
+
+
 def test_vendor_disagreeing_is_an_error(rng):
     class BadBLAS(CRuntime):
         def vendor_gemm(self, A, alpha, beta, dtype):
