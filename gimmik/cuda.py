@@ -42,6 +42,8 @@ CANDIDATES = [
     ('mma-dense', dict(mwarps=1, nwarps=4, ntile=1, kstage=4), 'mma w2'),
     ('mma-dense', dict(mwarps=1, nwarps=4, ntile=2, kstage=4), 'mma w2'),
     ('mma-dense', dict(mwarps=2, nwarps=4, ntile=1, kstage=8), 'mma w2'),
+    ('mma-dense', dict(mwarps=2, nwarps=2, ntile=2, kstage=8), 'mma w2'),
+    ('mma-dense', dict(mwarps=4, nwarps=1, ntile=8, kstage=4), 'mma w2'),
     ('cstream', dict(width=2, ld='nc'), 'w2 stream'),
     ('bstream', dict(width=2, ld='cs'), 'w2 stream'),
     ('cstream', dict(width=1, ld='nc'), 'stream'),
@@ -339,18 +341,17 @@ def mma_row_stride(cols):
 
 @dataclass
 class MmaPlan:
-    """mma-dense: warp w = wy*nwarps + wx owns the m-tiles mtiles[wy] and
-    the n-tiles wx*ntile ... + ntile - 1 of the block's columns.  B is
-    staged in k-stages of kstage k-tiles; in stage s warp row wy runs
-    steps[s][wy] = [(kt_in_stage, [(mt_index, fragment slot)])].  frags is
-    the table of A fragments [slot][32] the kernel reads."""
+    """mma-dense: warp w = wy*nwarps + wx owns the mw m-tiles from wy*mw
+    and the ntile n-tiles from wx*ntile of the block's columns.  B is
+    staged in nstages k-stages of kstage k-tiles (rows beyond k are zero).
+    frags[kt][mt] holds the 32 per-lane A values of tile (mt, kt); the
+    m-tiles are padded with zero tiles to mwarps*mw."""
     mwarps: int
     nwarps: int
     ntile: int
     kstage: int
     nstages: int
-    mtiles: list
-    steps: list
+    mw: int
     frags: np.ndarray
     cols: int
     rows: int
@@ -358,40 +359,17 @@ class MmaPlan:
 
 
 def mma_plan(A, mwarps, nwarps, ntile, kstage):
-    m, k = A.shape
     tiles, mask = mma_tiles(A)
     nmt, nkt = mask.shape
-    # split the m-tiles into mwarps contiguous groups of similar work
-    work = mask.sum(axis=1) + 1
-    bounds, cum = [0], np.cumsum(work)
-    for p in range(1, mwarps):
-        b = int(np.searchsorted(cum, cum[-1]*p/mwarps)) + 1
-        bounds.append(min(max(b, bounds[-1]), nmt))
-    bounds.append(nmt)
-    mtiles = [list(range(b0, b1)) for b0, b1 in zip(bounds, bounds[1:])]
+    mw = -(-nmt // mwarps)
     nstages = -(-nkt // kstage)
-    frags, steps = [], []
-    for s in range(nstages):
-        per_wy = []
-        for wy in range(mwarps):
-            ksteps = []
-            for kk in range(kstage):
-                kt = s*kstage + kk
-                if kt >= nkt:
-                    break
-                ups = []
-                for a, mt in enumerate(mtiles[wy]):
-                    if mask[mt, kt]:
-                        ups.append((a, len(frags)))
-                        frags.append(mma_a_fragment(tiles[mt, kt]))
-                if ups:
-                    ksteps.append((kk, ups))
-            per_wy.append(ksteps)
-        steps.append(per_wy)
+    frags = np.zeros((nstages*kstage, mwarps*mw, 32))
+    for mt in range(nmt):
+        for kt in range(nkt):
+            frags[kt, mt] = mma_a_fragment(tiles[mt, kt])
     g = mma_geometry(A, mwarps, nwarps, ntile, kstage)
-    return MmaPlan(mwarps, nwarps, ntile, kstage, nstages, mtiles, steps,
-                   np.array(frags).reshape(-1, 32), g['cols'], g['rows'],
-                   g['stride'])
+    return MmaPlan(mwarps, nwarps, ntile, kstage, nstages, mw, frags,
+                   g['cols'], g['rows'], g['stride'])
 
 
 def mma_reference(plan, A, B):
@@ -399,21 +377,19 @@ def mma_reference(plan, A, B):
     one mma at a time on fragments, with the NumPy MMA model; for tests."""
     m, k = A.shape
     lanes = np.arange(32)
-    nmt = sum(len(t) for t in plan.mtiles)
     Bp = np.zeros((plan.nstages*plan.rows, plan.cols))
     Bp[:k] = B
-    C = np.zeros((nmt*MMA_M, plan.cols))
-    for wy, mts in enumerate(plan.mtiles):
+    C = np.zeros((plan.mwarps*plan.mw*MMA_M, plan.cols))
+    for wy in range(plan.mwarps):
         for nt in range(plan.cols // MMA_N):
-            acc = {a: np.zeros((32, 2)) for a in range(len(mts))}
-            for s in range(plan.nstages):
-                for kk, ups in plan.steps[s][wy]:
-                    r0 = s*plan.rows + kk*MMA_K
-                    bfrag = Bp[r0 + lanes % 4, nt*MMA_N + lanes // 4]
-                    for a, slot in ups:
-                        acc[a] = mma_model(plan.frags[slot], bfrag, acc[a])
-            for a, mt in enumerate(mts):
-                rows = mt*MMA_M + lanes // 4
+            acc = np.zeros((plan.mw, 32, 2))
+            for kt in range(plan.nstages*plan.kstage):
+                bfrag = Bp[kt*MMA_K + lanes % 4, nt*MMA_N + lanes // 4]
+                for a in range(plan.mw):
+                    acc[a] = mma_model(plan.frags[kt, wy*plan.mw + a],
+                                       bfrag, acc[a])
+            for a in range(plan.mw):
+                rows = (wy*plan.mw + a)*MMA_M + lanes // 4
                 C[rows, nt*MMA_N + 2*(lanes % 4)] = acc[a][:, 0]
                 C[rows, nt*MMA_N + 2*(lanes % 4) + 1] = acc[a][:, 1]
     return C[:m]

@@ -70,13 +70,15 @@ def test_mma_bake_reproduces_product(rng, shape, geom):
     ref = A @ B
     err = np.abs(mma_reference(plan, A, B) - ref).max() / np.abs(ref).max()
     assert err <= 1e-13
-    # every non-zero tile is used once, and no all-zero tile is baked
-    _, mask = mma_tiles(A)
-    assert len(plan.frags) == mask.sum()
-    assert all(f.any() for f in plan.frags)
-    # the m-tiles are split among the warp rows without overlap
-    owned = [t for ts in plan.mtiles for t in ts]
-    assert owned == list(range(mask.shape[0]))
+    # the table holds every tile of A at [k-tile][m-tile], zero padding
+    # beyond, and the warp rows' m-tiles cover A's
+    tiles, mask = mma_tiles(A)
+    nmt, nkt = mask.shape
+    assert plan.frags.shape == (plan.nstages*plan.kstage,
+                                plan.mwarps*plan.mw, 32)
+    assert plan.mw == -(-nmt // plan.mwarps)
+    assert (plan.frags[:nkt, :nmt].any(axis=2) == mask.T).all()
+    assert not plan.frags[nkt:].any() and not plan.frags[:, nmt:].any()
 
 
 def test_mma_bake_catches_a_wrong_layout(rng):
@@ -84,8 +86,8 @@ def test_mma_bake_catches_a_wrong_layout(rng):
     A = rng.standard_normal((16, 8))
     plan = mma_plan(A, mwarps=1, nwarps=1, ntile=1, kstage=2)
     lanes = np.arange(32)
-    plan.frags = np.array([f.reshape(8, 4)[lanes % 8, lanes // 8]
-                           for f in plan.frags])
+    plan.frags = plan.frags.reshape(-1, 8, 4)[:, lanes % 8, lanes // 8] \
+        .reshape(plan.frags.shape)
     B = rng.standard_normal((8, plan.cols))
     assert np.abs(mma_reference(plan, A, B) - A @ B).max() > 1e-3
 

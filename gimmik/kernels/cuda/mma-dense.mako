@@ -1,18 +1,19 @@
 <%inherit file="base.mako"/>
 ## mma-dense: f64 on the FP64 tensor cores (mma.sync m8n8k4).  The block's
-## warps form an mwarps x nwarps grid: warp row wy owns the m-tiles
-## plan.mtiles[wy], warp column wx owns ntile 8-column n-tiles.  B is staged
-## through shared memory in k-stages of plan.rows rows with cp.async, double
-## buffered; A comes from a table of baked fragments (plan.frags), one
-## coalesced 8-byte load per lane and mma-tile, shared by the ntile n-tiles.
+## warps form an mwarps x nwarps grid: warp row wy owns plan.mw m-tiles from
+## wy*mw, warp column wx owns ntile 8-column n-tiles.  B is staged through
+## shared memory in k-stages of plan.rows rows with cp.async, double
+## buffered, in a loop over the stages; A comes from a table of baked
+## fragments (plan.frags, [k-tile][m-tile][lane]), one coalesced 8-byte load
+## per lane and mma-tile, shared by the ntile n-tiles.
 <%
     P = plan
     NB, R, S = P.cols, P.rows, P.stride
     nchunk = R*NB//2
-    nacc = max(len(t) for t in P.mtiles)
-    accs = [f'acc{a}_{t}_{i}' for a in range(nacc) for t in range(P.ntile) for i in range(2)]
+    nmtp = P.frags.shape[1]
+    accs = [f'acc{a}_{t}_{i}' for a in range(P.mw) for t in range(P.ntile) for i in range(2)]
 %>\
-static __device__ const double ${kname}_afrag[${max(1, P.frags.size)}] = {
+static __device__ const double ${kname}_afrag[${P.frags.size}] = {
 % for row in P.frags.reshape(-1, 8):
     ${', '.join(lit(v) for v in row)},
 % endfor
@@ -37,35 +38,57 @@ ${kname}_cp16(double* dst, const double* src, int bytes)
                  :: "r"(s), "l"(src), "r"(bytes) : "memory");
 }
 
-<%def name="stage_load(s)">\
-    // Stage ${s}: B rows ${s*R}..${s*R + R - 1} into bsh[${s % 2}]
+<%def name="stage_load(s, buf)">\
 % for it in range(-(-nchunk // nthreads)):
-    {
-        const int idx = tid + ${it*nthreads};
+        {
+            const int idx = tid + ${it*nthreads};
 % if (it + 1)*nthreads > nchunk:
-        if (idx < ${nchunk})
-        {
-% else:
-        {
+            if (idx < ${nchunk})
 % endif
-            const int r = idx / ${NB//2}, cc = 2*(idx % ${NB//2});
-            const int row = ${s*R} + r, col = col0 + cc;
-            const int nb = (row < ${k} && col < n) ? (col + 1 < n ? 16 : 8) : 0;
-            ${kname}_cp16(&bsh[${s % 2}][r][cc], nb ? b + row*ldbl + col : b, nb);
+            {
+                const int r = idx / ${NB//2}, cc = 2*(idx % ${NB//2});
+                const int row = ${s}*${R} + r, col = col0 + cc;
+                const int nb = (row < ${k} && col < n) ? (col + 1 < n ? 16 : 8) : 0;
+                ${kname}_cp16(&bsh[${buf}][r][cc], nb ? b + row*ldbl + col : b, nb);
+            }
         }
-    }
 % endfor
-    asm volatile("cp.async.commit_group;" ::: "memory");
+        asm volatile("cp.async.commit_group;" ::: "memory");
 </%def>
-<%def name="compute(s, wy)">\
-% for kk, ups in P.steps[s][wy]:
+${self.prologue()}\
+    __shared__ __align__(16) double bsh[2][${R}][${S}];
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int g = lane / 4, t4 = lane % 4;
+    const int col0 = blockIdx.x*${NB};
+    const int wy = warp / ${P.nwarps}, wx = warp % ${P.nwarps};
+    const int bcol = wx*${8*P.ntile} + g;
+    const int ccol = col0 + wx*${8*P.ntile} + 2*t4;
+    const double* __restrict__ afrag = ${kname}_afrag + wy*${32*P.mw} + lane;
+    double ${', '.join(f'{x} = 0' for x in accs)};
+
+${stage_load(0, 0)}\
+#pragma unroll 1
+    for (int s = 0; s < ${P.nstages}; ++s)
+    {
+        if (s + 1 < ${P.nstages})
+        {
+${stage_load('(s + 1)', '(s + 1) & 1')}\
+            asm volatile("cp.async.wait_group 1;" ::: "memory");
+        }
+        else
+            asm volatile("cp.async.wait_group 0;" ::: "memory");
+        __syncthreads();
+
+        const double* bs = &bsh[s & 1][t4][bcol];
+        const double* as = afrag + s*${P.kstage*nmtp*32};
+% for kk in range(P.kstage):
         {
 % for t in range(P.ntile):
-            const double b${t} = bsh[${s % 2}][${kk*4} + t4][bcol + ${8*t}];
+            const double b${t} = bs[${kk*4*S + 8*t}];
 % endfor
-% for a, slot in ups:
+% for a in range(P.mw):
             {
-                const double af = __ldg(${kname}_afrag + ${slot*32} + lane);
+                const double af = __ldg(as + ${(kk*nmtp + a)*32});
 % for t in range(P.ntile):
                 ${kname}_mma(acc${a}_${t}_0, acc${a}_${t}_1, af, b${t});
 % endfor
@@ -73,12 +96,13 @@ ${kname}_cp16(double* dst, const double* src, int bytes)
 % endfor
         }
 % endfor
-</%def>
-<%def name="store(wy)">\
-% for a, mt in enumerate(P.mtiles[wy]):
-        if (${8*mt} + g < ${m})
-        {
-            const long row = ${8*mt} + g;
+        __syncthreads();
+    }
+
+% for a in range(P.mw):
+    if ((wy*${P.mw} + ${a})*8 + g < ${m})
+    {
+        const long row = (wy*${P.mw} + ${a})*8 + g;
 % for t in range(P.ntile):
 <%
     a0, a1 = f'acc{a}_{t}_0', f'acc{a}_{t}_1'
@@ -91,61 +115,19 @@ ${kname}_cp16(double* dst, const double* src, int bytes)
         e0, e1 = f'{a0} + {betalit}*cv.x', f'{a1} + {betalit}*cv.y'
         s0 = f'{a0} + {betalit}*{cs}'
 %>\
+        {
+            const int col = ccol + ${8*t};
+            if (col + 1 < n)
             {
-                const int col = ccol + ${8*t};
-                if (col + 1 < n)
-                {
 % if beta != 0:
-                    const double2 cv = __ldcs((const double2*)(c + row*ldcl + col));
+                const double2 cv = __ldcs((const double2*)(c + row*ldcl + col));
 % endif
-                    __stcs((double2*)(c + row*ldcl + col), double2{${e0}, ${e1}});
-                }
-                else if (col < n)
-                    __stcs(c + row*ldcl + col, ${s0});
+                __stcs((double2*)(c + row*ldcl + col), double2{${e0}, ${e1}});
             }
-% endfor
+            else if (col < n)
+                __stcs(c + row*ldcl + col, ${s0});
         }
 % endfor
-</%def>
-${self.prologue()}\
-    __shared__ __align__(16) double bsh[2][${R}][${S}];
-    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const int g = lane / 4, t4 = lane % 4;
-    const int col0 = blockIdx.x*${NB};
-    const int wy = warp / ${P.nwarps}, wx = warp % ${P.nwarps};
-    const int bcol = wx*${8*P.ntile} + g;
-    const int ccol = col0 + wx*${8*P.ntile} + 2*t4;
-    double ${', '.join(f'{x} = 0' for x in accs)};
-
-${stage_load(0)}\
-% for s in range(P.nstages):
-
-% if s + 1 < P.nstages:
-${stage_load(s + 1)}\
-    asm volatile("cp.async.wait_group 1;" ::: "memory");
-% else:
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
-% endif
-    __syncthreads();
-    switch (wy)
-    {
-% for wy in range(P.mwarps):
-    case ${wy}:
-${compute(s, wy)}\
-        break;
-% endfor
     }
-% if s + 1 < P.nstages:
-    __syncthreads();
-% endif
 % endfor
-
-    switch (wy)
-    {
-% for wy in range(P.mwarps):
-    case ${wy}:
-${store(wy)}\
-        break;
-% endfor
-    }
 }
