@@ -12,9 +12,11 @@ from conftest import Panels, random_operator
 from gimmik import cache
 from gimmik.analysis import analyse
 from gimmik.cli import main
-from gimmik.runtime import Runtime, get_runtime, moved_bytes
+from gimmik.runtime import (Runtime, RuntimeUnavailable, get_runtime,
+                            moved_bytes)
 from gimmik.runtime.c import Runtime as CRuntime
-from gimmik.tune import DEFAULT_N, TOLERANCE, clear_cache, default_n, tune
+from gimmik.tune import (DEFAULT_N, TOLERANCE, clear_cache, default_n,
+                         format_table, tune)
 
 N, LDB, LDC = 3000, 3001, 3008
 
@@ -192,6 +194,22 @@ def test_non_finite_caller_values_keep_the_check(rng):
     assert not by[Sabotaged.WRONG]['correct']
     assert res.best['variant'] != Sabotaged.WRONG
     assert b.tobytes() == b0 and c.tobytes() == c0
+
+
+def test_no_vendor_blas_checks_against_numpy(rng):
+    class NoBLAS(Sabotaged):
+        def vendor_gemm(self, *a, **k):
+            raise RuntimeUnavailable('no hipBLAS bindings (on purpose)')
+    res = tune(operator(), beta=0.5, n=N, ldb=LDB, ldc=LDC, runtime=NoBLAS(),
+               use_cache=False)
+    assert res.vendor['time_s'] is None and 'on purpose' in \
+        res.vendor['error']
+    assert res.best is not None and not res.use_vendor
+    by = {x['variant']: x for x in res.candidates}
+    assert not by[Sabotaged.WRONG]['correct']
+    assert res.best['variant'] not in (Sabotaged.LAZY, Sabotaged.WRONG)
+    assert 'no vendor BLAS' in format_table(res)
+    assert json.loads(json.dumps(res.to_json()))['vendor']['time_s'] is None
 
 
 def test_vendor_disagreeing_is_an_error(rng):
