@@ -2,8 +2,12 @@
 5.2's hiprtc needs no GPU), and without an AMD GPU every way in says so
 clearly, as a RuntimeUnavailable naming what is missing."""
 
+import ctypes
+import json
 import os
 import sys
+import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -11,6 +15,7 @@ import pytest
 from conftest import random_operator
 from gimmik import HIPMatMul
 from gimmik.cli import main
+from gimmik.emulate import run_hip
 from gimmik.hiprtc import kernel_symbols
 from gimmik.runtime import RuntimeUnavailable, get_runtime
 import gimmik.runtime.hip as hiprt
@@ -84,3 +89,160 @@ def test_missing_hipblas_is_named(monkeypatch):
         monkeypatch.setitem(sys.modules, mod, None)
     with pytest.raises(RuntimeUnavailable, match='hipBLAS'):
         hiprt._load_hipblas()
+
+
+# -- the hip runtime's plumbing against a stand-in for hip-python ------------
+# No AMD GPU is reachable, so the runtime's own logic (buffers, argument
+# packing, grids, event timing, the row-major hipBLAS call) is exercised
+# against a stand-in whose kernels run in the CPU executor and whose gemm is
+# column-major, as hipBLAS's is.
+
+class FakeMem:
+    def __init__(self, size):
+        raw = np.zeros(size + 256, np.uint8)     # 256-byte aligned, as HIP
+        off = -raw.ctypes.data % 256
+        self.mem = raw[off:off + size]
+
+    def view(self, dtype, rows, ld):
+        return self.mem.view(dtype)[:rows*ld].reshape(rows, ld)
+
+
+class FakeHip:
+    hipMemcpyKind = SimpleNamespace(hipMemcpyHostToDevice=1,
+                                    hipMemcpyDeviceToHost=2,
+                                    hipMemcpyDeviceToDevice=3)
+    hipFunction_attribute = SimpleNamespace(
+        HIP_FUNC_ATTRIBUTE_NUM_REGS=1, HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES=2,
+        HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES=3)
+
+    def __init__(self):
+        self.launches = []
+
+    def hipGetDeviceCount(self):
+        return 0, 1
+
+    def hipSetDevice(self, d):
+        return (0,)
+
+    def hipGetDeviceProperties(self, d):
+        return 0, SimpleNamespace(gcnArchName=b'gfx90a:sramecc+:xnack-',
+                                  warpSize=64, name=b'Stand-in MI250X',
+                                  l2CacheSize=0)
+
+    def hipMalloc(self, size):
+        return 0, FakeMem(size)
+
+    def hipFree(self, ptr):
+        return (0,)
+
+    def hipMemcpy(self, dst, src, size, kind):
+        if kind == 1:
+            dst.mem[:size] = src.reshape(-1).view(np.uint8)[:size]
+        elif kind == 2:
+            dst.reshape(-1).view(np.uint8)[:size] = src.mem[:size]
+        else:
+            dst.mem[:size] = src.mem[:size]
+        return (0,)
+
+    def hipMemcpyAsync(self, dst, src, size, kind, stream):
+        return self.hipMemcpy(dst, src, size, kind)
+
+    def hipModuleLoadData(self, code):
+        return 0, json.loads(code.decode())
+
+    def hipModuleGetFunction(self, module, kname):
+        assert kname.decode() == module['meta']['kname']
+        return 0, module
+
+    def hipFuncGetAttribute(self, attr, fn):
+        return 0, 10*attr
+
+    def hipModuleLaunchKernel(self, fn, gx, gy, gz, bx, by, bz,
+                              sharedMemBytes, stream, kernelParams, extra):
+        src, meta = fn['src'], fn['meta']
+        vals = dict(zip(meta['args'], extra))
+        n, ldb, ldc = (vals[a].value for a in ('n', 'ldb', 'ldc'))
+        grid, block = HIPMatMul.launch_config(meta, n)
+        assert (gx, gy, gz) == grid and (bx, by, bz) == tuple(block)
+        dt = np.dtype(meta['dtype'])
+        b = vals['b'].view(dt, meta['k'], ldb)[:, :n]
+        c = vals['c'].view(dt, meta['m'], ldc)[:, :n]
+        run_hip(src, meta, b, c, kname=meta['kname'])
+        self.launches.append(meta['variant'])
+        return (0,)
+
+    def hipEventCreate(self):
+        return 0, SimpleNamespace(t=0.0)
+
+    def hipEventRecord(self, ev, stream):
+        ev.t = time.perf_counter()
+        return (0,)
+
+    def hipEventSynchronize(self, ev):
+        return (0,)
+
+    def hipEventElapsedTime(self, a, b):
+        return 0, (b.t - a.t)*1e3
+
+    def hipEventDestroy(self, ev):
+        return (0,)
+
+
+class FakeBlas:
+    """Column-major gemm: C = alpha*A*B + beta*C, A m x k, B k x n."""
+    hipblasOperation_t = SimpleNamespace(HIPBLAS_OP_N='N')
+
+    def hipblasCreate(self):
+        return 0, 'handle'
+
+    def _gemm(self, dtype, scalar, h, opa, opb, m, n, k, alpha, A, lda, B,
+              ldb, beta, C, ldc):
+        assert (opa, opb) == ('N', 'N') and h == 'handle'
+        alpha = scalar.from_address(alpha).value
+        beta = scalar.from_address(beta).value
+
+        def colmajor(p, rows, cols, ld):
+            return p.view(dtype, cols, ld)[:, :rows].T
+        a, b, c = colmajor(A, m, k, lda), colmajor(B, k, n, ldb), \
+            colmajor(C, m, n, ldc)
+        # as in BLAS, beta = 0 means C is not read
+        c[...] = alpha*(a.astype(float) @ b) + (beta*c if beta else 0)
+        return (0,)
+
+    def hipblasDgemm(self, *a):
+        return self._gemm(np.float64, ctypes.c_double, *a)
+
+    def hipblasSgemm(self, *a):
+        return self._gemm(np.float32, ctypes.c_float, *a)
+
+
+@pytest.fixture
+def stand_in(monkeypatch, tmp_path):
+    fake = FakeHip()
+    monkeypatch.setattr(hiprt, '_state', {'hip': fake})
+    monkeypatch.setattr(hiprt, '_load_hipblas', FakeBlas)
+    monkeypatch.setattr(hiprt, 'build', lambda src, meta, arch: json.dumps(
+        {'src': src, 'meta': meta}).encode())
+    monkeypatch.setenv('GIMMIK_CACHE_DIR', str(tmp_path))
+    monkeypatch.setattr('gimmik.tune.WARMUP', 0)
+    monkeypatch.setattr('gimmik.tune.REPEATS', 1)
+    monkeypatch.setattr('gimmik.tune.COPY_BYTES', (1 << 16, 1 << 16))
+    return fake
+
+
+@pytest.mark.parametrize('dtype,beta', [('float64', 0.5), ('float32', 0.0)])
+def test_runtime_plumbing_with_stand_in(stand_in, rng, dtype, beta):
+    rt = hiprt.Runtime()
+    assert rt.device == 'Stand-in MI250X (gfx90a)'
+    assert rt.kernel_options() == {'gcn_arch': 'gfx90a', 'warp_size': 64}
+    A = random_operator(rng, 6, 5, 0.5)
+    A[0, 0] = 1.0
+    res = tune(A, beta=beta, dtype=dtype, n=130, ldb=132, ldc=136,
+               runtime=rt, use_cache=False)
+    assert res.platform == 'hip' and res.vendor['time_s'] > 0
+    assert res.vendor_error <= {'float64': 1e-13, 'float32': 1e-5}[dtype]
+    assert res.candidates and all(c['correct'] for c in res.candidates), \
+        res.candidates
+    assert res.best is not None and stand_in.launches
+    assert rt.launch_feedback(res.best['src'], res.best['meta']) == {
+        'registers': 10, 'local_mem': 20, 'shared_mem': 30}
