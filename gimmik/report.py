@@ -160,8 +160,13 @@ def markdown(rows, plots=()):
     def listed(col, sep=', '):
         return md_escape(sep.join(_distinct(rows, col)))
 
-    copy = ', '.join(_num(float(x), '.1f')
-                     for x in _distinct(rows, 'copy_gbps'))
+    copies = sorted({r['copy_gbps'] for r in rows if r.get('copy_gbps')})
+    if len(copies) > 3:
+        copy = (f'{statistics.median(copies):.1f} (median of the '
+                f'{len(copies)} measurements, one per operator: '
+                f'{copies[0]:.1f}–{copies[-1]:.1f})')
+    else:
+        copy = ', '.join(f'{x:.1f}' for x in copies)
     out = ['# gimmik sweep report', '']
     out += [f'- platform: {listed("platform")}',
             f'- device: {listed("device", "; ")}',
@@ -265,7 +270,8 @@ def _new_figure(npanels, title):
     Figure, FigureCanvasAgg = _matplotlib()
     ncols = min(3, npanels)
     nrows = -(-npanels // ncols)
-    fig = Figure(figsize=(5.2*ncols, 3.6*nrows + 0.6), layout='constrained')
+    fig = Figure(figsize=(max(8.0, 5.2*ncols), 3.6*nrows + 0.8),
+                 layout='constrained')
     FigureCanvasAgg(fig)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax in axes[npanels:]:
@@ -322,8 +328,9 @@ def _legend(fig, handles):
     refs = ('vendor BLAS', 'roofline', 'parity')
     labels = [k for k in handles if k not in refs] \
         + [k for k in refs if k in handles]
+    per_row = max(2, int(fig.get_figwidth() / 1.4))   # entries that fit
     fig.legend([handles[k] for k in labels], labels,
-               loc='outside lower center', ncols=min(8, len(labels)))
+               loc='outside lower center', ncols=min(per_row, len(labels)))
 
 
 def plot_bandwidth(rows, path):
@@ -381,10 +388,13 @@ def plot_roofline(rows, path):
             ax.scatter(*zip(*vf), marker=markers[i % 8], facecolors='none',
                        edgecolors=f'C{i}', s=22, alpha=0.6)
     ais = [a for a in map(intensity, good) if a]
-    for bw in sorted({r['copy_gbps'] for r in good if r.get('copy_gbps')}):
+    copies = [r['copy_gbps'] for r in good if r.get('copy_gbps')]
+    if copies and ais:
+        bw = statistics.median(copies)
         xs = [min(ais)/1.5, max(ais)*1.5]
         ax.plot(xs, [bw*x for x in xs], 'k--', lw=1,
-                label=f'copy bandwidth {bw:.0f} GB/s')
+                label=f'copy bandwidth {bw:.1f} GB/s'
+                + (' (median)' if len(set(copies)) > 1 else ''))
     ax.set_xscale('log')
     ax.set_yscale('log')
     ax.set_xlabel('arithmetic intensity (useful flop / byte moved)')

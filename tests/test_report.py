@@ -93,6 +93,14 @@ def test_cache_resident_note(rows):
         'p1-hex-m0)' in markdown(rows)
 
 
+def test_copy_bandwidth_line(rows):
+    assert '- measured copy bandwidth: 100.0 GB/s' in markdown(rows)
+    for i, r in enumerate(rows):
+        r['copy_gbps'] = 10.0 + i
+    assert '- measured copy bandwidth: 13.0 (median of the 7 ' \
+        'measurements, one per operator: 10.0–16.0) GB/s' in markdown(rows)
+
+
 def test_md_escape():
     assert md_escape('a|b\nc*d') == 'a\\|b c\\*d'
 
