@@ -62,6 +62,7 @@ CANDIDATES = [
     ('cstream-mblock', dict(width=1, groups=16, ld='nc'), 'bigm stream'),
     ('cstream-mblock', dict(width=1, groups=32, ld='nc'), 'bigm stream'),
     ('cstream-mblock', dict(width=1, groups=64, ld='nc'), 'bigm stream'),
+    ('cstream-mblock', dict(width=1, groups=128, ld='nc'), 'bigm stream'),
     ('cstream-mblock', dict(width=2, groups=16, ld='nc'), 'w2 bigm stream'),
     ('cstream-mblock', dict(width=2, groups=32, ld='nc'), 'w2 bigm stream'),
     ('cstream-ksplit', dict(ksplit=2), 'stream'),
@@ -143,7 +144,8 @@ class CUDAMatMul(MatMul):
         margin = 24
         if cand.family == 'cstream':
             if p.get('ld') == 'reload':
-                return margin + 2*words
+                # ptxas hoists the loads anyway; leave it room to
+                return margin + 72
             return margin + words*max_live_b(plans.cstream_plan(self.A))
         if cand.family == 'cstream-mblock':
             return margin + words*max(max_live_b(plan) for _, plan in
