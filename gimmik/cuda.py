@@ -22,9 +22,16 @@ WARP = 32
 MAX_STATIC_SHARED = 48*1024
 
 # A candidate whose estimated live values (32-bit registers per thread, see
-# register_estimate) exceed this is not offered: it would spill to local
-# memory (a thread has at most 255).
-MAX_EST_REGISTERS = 200
+# register_estimate) exceed its family's limit here is not offered: it
+# would spill to local memory (a thread has at most 255).  The limits are
+# set from ptxas reports on the PyFR suite: ptxas hoists the loads of the
+# unrolled cstream/bstream further than the estimate assumes.
+MAX_EST_REGISTERS = {'cstream-mblock': 200, 'mma-dense': 200}
+MAX_EST_REGISTERS_DEFAULT = 160
+
+# The launch bounds never cap a thread below this many registers (the
+# estimates are rough; ptxas takes what it needs below the cap).
+MIN_REGISTER_CAP = 168
 
 # Registers of one SM: a block of t threads may use 64K/t per thread at most.
 SM_REGISTERS = 65536
@@ -123,8 +130,10 @@ class CUDAMatMul(MatMul):
     def _fits(self, cand, dtype):
         block, shared, _ = self._geometry(cand, dtype)
         nthreads = block[0]*block[1]*block[2]
+        limit = MAX_EST_REGISTERS.get(cand.family,
+                                      MAX_EST_REGISTERS_DEFAULT)
         if self.register_estimate(cand, dtype) > min(
-                MAX_EST_REGISTERS, SM_REGISTERS // nthreads):
+                limit, SM_REGISTERS // nthreads):
             return False
         return (block[0]*block[1] <= 1024
                 and shared <= MAX_STATIC_SHARED)
@@ -196,9 +205,9 @@ class CUDAMatMul(MatMul):
         # registers low enough to spill (seen: 64 for 128 threads, 32 for
         # 1024); ask for as many blocks per SM as the budget allows.
         nthreads = block[0]*block[1]*block[2]
-        ctx['minblocks'] = max(1, min(
-            2048 // nthreads,
-            SM_REGISTERS // (nthreads*self.register_budget(cand, dtype))))
+        regs = max(self.register_budget(cand, dtype), MIN_REGISTER_CAP)
+        ctx['minblocks'] = max(1, min(2048 // nthreads,
+                                      SM_REGISTERS // (nthreads*regs)))
         p = cand.params
         if cand.family == 'cstream':
             ctx['plan'] = plans.cstream_plan(self.A)
