@@ -25,6 +25,15 @@ _ARCH = re.compile(r'gfx[0-9a-f]{3,4}(:[a-z0-9_-]+[+-])*\Z')
 #   streaming families, which skip every zero, move the same bytes.
 MFMA_ARCHS = frozenset({'gfx90a', 'gfx940', 'gfx941', 'gfx942', 'gfx950'})
 
+# A streaming candidate whose live values (plans.live_values, in 32-bit
+# words, plus a margin for addresses and indices) exceed this many VGPRs is
+# not offered: the compiler would spill it to scratch (clang-19 spilled
+# cstream/width2 of p3-pyr-m132, 90 live B rows, on gfx942).  When no
+# streaming candidate fits, the one that needs the fewest is still offered.
+MAX_EST_VGPRS = 200
+EST_MARGIN = 24
+STREAMING = ('cstream', 'bstream', 'bstream-msplit', 'cstream-ksplit')
+
 # The HIP candidate table.  Each row: family, parameters, and the condition
 # (on the generator and the requested dtype/arch) under which it is offered.
 # Order is the order of offering: PyFR only times the first few.
@@ -118,11 +127,26 @@ class HIPMatMul(MatMul):
                              {'gcn_arch': gcn_arch, 'warp_size': warp_size})
             if self._fits(cand, dtype) and cand not in out:
                 out.append(cand)
-        return out
+
+        # drop the streaming candidates that would spill, keeping at least
+        # the least demanding one
+        est = [self.vgpr_estimate(c, dtype) if c.family in STREAMING
+               else None for c in out]
+        fits = [e is None or e <= MAX_EST_VGPRS for e in est]
+        if not any(f for f, e in zip(fits, est) if e is not None):
+            least = min((e, i) for i, e in enumerate(est) if e is not None)
+            fits[least[1]] = True
+        return [c for c, f in zip(out, fits) if f]
 
     def _fits(self, cand, dtype):
         _, block, shared, _ = self._geometry(cand, dtype)
         return block[0]*block[1] <= 1024 and shared <= MAX_SHARED
+
+    def vgpr_estimate(self, cand, dtype):
+        """VGPRs a streaming candidate needs by plans.live_values."""
+        words = np.dtype(dtype).itemsize//4*cand.params.get('width', 1)
+        return EST_MARGIN + words*plans.live_values(self.A, cand.family,
+                                                    cand.params)
 
     def _mfma_params(self, params):
         """An mfma-dense row bound to A: msplit capped at the m-tiles (one
