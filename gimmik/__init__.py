@@ -6,7 +6,7 @@ import importlib
 __version__ = '0.1.0'
 
 from gimmik.hip import HIPMatMul  # noqa: E402
-from gimmik.validate import check_matrix, check_scalar  # noqa: E402
+from gimmik.validate import check_kname, check_matrix, check_scalar  # noqa: E402,E501
 
 # platform name -> (module, generator class); imported on first use
 PLATFORMS = {
@@ -14,6 +14,9 @@ PLATFORMS = {
     'cuda': ('gimmik.cuda', 'CUDAMatMul'),
     'c': ('gimmik.c', 'CMatMul'),
 }
+
+# families that only run on the architectures their gates name
+ARCH_SPECIFIC = frozenset({'mfma-dense', 'mma-dense'})
 
 _LAZY = {cls: mod for mod, cls in PLATFORMS.values()}
 
@@ -38,15 +41,20 @@ def generate_mm(mat, dtype, platform, alpha=1.0, beta=0.0, funcn='gimmik_mm',
     """Legacy entry point: the source of the first candidate kernel computing
     C = alpha*mat*B + beta*C on `platform` ('hip', 'cuda' or 'c')."""
     cls = matmul_class(platform)
+    funcn = check_kname(funcn, 'funcn')
     alpha = check_scalar(alpha, 'alpha')
     A = check_matrix(mat, 'mat')
     if alpha == 0:
         raise ValueError('alpha is zero: the product alpha*mat is all zeros')
     A = check_matrix(alpha*A, 'alpha*mat')
     gen = cls(A, beta=beta, n=n, ldb=ldb, ldc=ldc).kernels(dtype, kname=funcn)
-    src, _ = next(gen)
-    gen.close()
-    return src
+    # The legacy call names no GPU architecture, so the families built on
+    # one architecture's matrix instructions are passed over
+    for src, meta in gen:
+        if meta['tplname'] not in ARCH_SPECIFIC:
+            gen.close()
+            return src
+    raise ValueError('no portable kernel for this operator')
 
 
 __all__ = ['HIPMatMul', 'CMatMul', 'CUDAMatMul', 'generate_mm',

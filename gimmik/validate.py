@@ -145,14 +145,14 @@ def check_sizes(n, ldb, ldc, aligne):
     return n, ldb, ldc, aligne
 
 
-def check_kname(kname):
+def check_kname(kname, arg='kname'):
     if not isinstance(kname, str):
-        raise TypeError(f'kname must be a str, not {type(kname).__name__}')
+        raise TypeError(f'{arg} must be a str, not {type(kname).__name__}')
     if not _IDENT.match(kname) or not kname.isascii():
-        raise ValueError(f'kname {kname!r} is not a plain C identifier')
+        raise ValueError(f'{arg} {kname!r} is not a plain C identifier')
     if kname in _RESERVED or keyword.iskeyword(kname) \
             or kname.startswith('__') or kname.startswith('gimmik_emu'):
-        raise ValueError(f'kname {kname!r} is a reserved word')
+        raise ValueError(f'{arg} {kname!r} is a reserved word')
     return kname
 
 

@@ -118,3 +118,11 @@ def test_misaligned_panels_rejected(rng):
     c = np.zeros((3, 40))
     with pytest.raises(ValueError, match='aligned'):
         run_hip(src, meta, b, c)
+
+
+def test_kernel_name_comes_from_meta(rng):
+    A = rng.standard_normal((3, 2))
+    src, meta = next(HIPMatMul(A).kernels('f64', kname='op_m0'))
+    p = Panels(rng, A, 0.0, np.float64, 5)
+    run_hip(src, meta, p.b, p.c)
+    p.check('kname from meta')

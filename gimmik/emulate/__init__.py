@@ -121,7 +121,7 @@ def _check_panel(x, name, dtype, rows, writeable=False):
     return ld
 
 
-def run_hip(src, meta, b, c, *, kname='gimmik_mm'):
+def run_hip(src, meta, b, c, *, kname=None):
     """Run a generated HIP kernel on the CPU, updating c in place.
 
     b (k x n) and c (m x n) are 2-D arrays of the kernel's dtype with unit
@@ -153,6 +153,8 @@ def run_hip(src, meta, b, c, *, kname='gimmik_mm'):
                 raise ValueError(f'{name} rows are not aligned to {al} '
                                  f'elements as the kernel assumes')
 
+    if kname is None:   # the name the kernel was generated with
+        kname = meta.get('kname', 'gimmik_mm')
     lib = compile_kernel(src, meta, kname)
     vals = {'n': n, 'ldb': ldb, 'ldc': ldc, 'b': b.ctypes.data,
             'c': c.ctypes.data}
