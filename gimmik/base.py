@@ -131,10 +131,13 @@ class MatMul:
 
     @staticmethod
     def launch_config(meta, n):
-        """(grid, block) for a candidate's meta and n columns."""
+        """(grid, block) for a candidate's meta and n columns: one block per
+        block[0]*width columns (or meta['cols_per_block']), times
+        meta['row_groups'] where the rows of C are split across blocks."""
         block = tuple(meta['block'])
-        cols = block[0]*meta['width']
-        return (max(1, -(-int(n) // cols)), 1, 1), block
+        cols = meta.get('cols_per_block') or block[0]*meta['width']
+        groups = meta.get('row_groups', 1)
+        return (groups*max(1, -(-int(n) // cols)), 1, 1), block
 
     @staticmethod
     def _ctype(dtype):

@@ -155,9 +155,9 @@ class CUDAMatMul(MatMul):
             if p.get('ld') == 'reload':
                 # ptxas hoists the loads anyway; leave it room to
                 return margin + 72
-            return margin + words*max_live_b(plans.cstream_plan(self.A))
+            return margin + words*plans.cstream_live_b(plans.cstream_plan(self.A))
         if cand.family == 'cstream-mblock':
-            return margin + words*max(max_live_b(plan) for _, plan in
+            return margin + words*max(plans.cstream_live_b(plan) for _, plan in
                                       mblock_groups(self.A, p['groups']))
         if cand.family == 'bstream':
             nacc = self.info.m - len(self.info.zero_rows)
@@ -234,17 +234,9 @@ class CUDAMatMul(MatMul):
             meta['cols_per_block'] = MMA_N*p['nwarps']*p['ntile']
         if cand.family == 'cstream-mblock':
             meta['row_groups'] = p['groups']
-        if self.baked_n:
+        if self.baked_n:   # the extra keys above change the grid
             meta['grid'] = self.launch_config(meta, self.n)[0]
         return src, meta
-
-    @staticmethod
-    def launch_config(meta, n):
-        """(grid, block) for a candidate's meta and n columns."""
-        block = tuple(meta['block'])
-        cols = meta.get('cols_per_block') or block[0]*meta['width']
-        groups = meta.get('row_groups', 1)
-        return (groups*max(1, -(-int(n) // cols)), 1, 1), block
 
 
 def mblock_groups(A, groups):
@@ -255,21 +247,6 @@ def mblock_groups(A, groups):
         if r1 > r0:
             out.append((r0, plans.cstream_plan(A[r0:r1])))
     return out
-
-
-def max_live_b(plan):
-    """cstream: the most B values live at once when row i of C is computed
-    in turn and each B row is held from its first to its last use."""
-    last = {}
-    for row in plan:
-        for j, _ in row.terms:
-            last[j] = row.i
-    live = best = 0
-    for row in plan:
-        live += len(row.loads)
-        best = max(best, live)
-        live -= sum(1 for j in last if last[j] == row.i)
-    return best
 
 
 # -- mma-dense: the FP64 tensor-core bake -----------------------------------

@@ -21,8 +21,6 @@ import numpy as np
 
 from gimmik.runtime import Runtime as _Runtime, RuntimeUnavailable
 
-_SYSTEM_DIRS = ('/opt/rocm/lib', '/usr/lib/x86_64-linux-gnu', '/usr/lib64',
-                '/usr/lib', '/usr/local/lib')
 
 _lock = threading.Lock()
 _state = {}
@@ -30,12 +28,9 @@ _state = {}
 
 # -- loading hip-python and the HIP runtime library --------------------------
 def _find_amdhip():
-    """A libamdhip64.so* on the usual paths, or None."""
-    dirs = [os.path.join(os.environ[v], 'lib') for v in ('ROCM_PATH',
-                                                         'ROCM_HOME')
-            if os.environ.get(v)]
-    dirs += [d for d in os.environ.get('LD_LIBRARY_PATH', '').split(':') if d]
-    for d in (*dirs, *_SYSTEM_DIRS):
+    """A libamdhip64.so* on the paths hiprtc searches too, or None."""
+    from gimmik.hiprtc import _search_dirs
+    for d in _search_dirs():
         try:
             hits = sorted(f for f in os.listdir(d)
                           if f == 'libamdhip64.so'
@@ -50,16 +45,9 @@ def _find_amdhip():
 def _link_dir(lib):
     """A private ROCM_PATH-like directory whose lib/libamdhip64.so links to
     `lib` (Debian ships only the versioned libamdhip64.so.5, which hip-python
-    does not look for)."""
-    from gimmik.cache import base_dir
-    libdir = os.path.join(base_dir(), 'hip-lib', 'lib')
-    os.makedirs(libdir, exist_ok=True)
-    link = os.path.join(libdir, 'libamdhip64.so')
-    if os.path.realpath(link) != os.path.realpath(lib):
-        tmp = f'{link}.{os.getpid()}.tmp'
-        os.symlink(os.path.realpath(lib), tmp)
-        os.replace(tmp, link)
-    return os.path.dirname(libdir)
+    does not look for): the one gimmik.hiprtc makes."""
+    from gimmik.hiprtc import _shim_dir
+    return _shim_dir(lib)
 
 
 def load_hip():
