@@ -15,7 +15,7 @@ import tempfile
 
 import numpy as np
 
-_KINDS = ('tune', 'c')
+_KINDS = ('tune', 'c', 'emulate', 'isa')
 
 
 def base_dir():

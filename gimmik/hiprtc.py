@@ -97,10 +97,8 @@ def find_library():
 def _shim_dir(lib):
     """A private directory whose lib/ links libhiprtc.so (and, for a ROCm 5
     library, libamdhip64.so) to `lib`; usable as ROCM_PATH."""
-    base = os.environ.get('GIMMIK_CACHE_DIR') or os.path.join(
-        os.environ.get('XDG_CACHE_HOME') or os.path.expanduser('~/.cache'),
-        'gimmik')
-    libdir = os.path.join(base, 'hiprtc-lib', 'lib')
+    from gimmik.cache import base_dir
+    libdir = os.path.join(base_dir(), 'hiprtc-lib', 'lib')
     os.makedirs(libdir, exist_ok=True)
     links = ['libhiprtc.so']
     if os.path.basename(lib).startswith('libamdhip64.so'):

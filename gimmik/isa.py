@@ -307,12 +307,8 @@ _memo = {}
 
 
 def cache_dir():
-    base = os.environ.get('GIMMIK_CACHE_DIR') or os.path.join(
-        os.environ.get('XDG_CACHE_HOME') or os.path.expanduser('~/.cache'),
-        'gimmik')
-    path = os.path.join(base, 'isa')
-    os.makedirs(path, exist_ok=True)
-    return path
+    from gimmik.cache import cache_dir as kind_dir
+    return kind_dir('isa')
 
 
 def inspect(src, arch, kname=None):

@@ -30,12 +30,8 @@ class EmulatorError(RuntimeError):
 
 
 def cache_dir():
-    base = os.environ.get('GIMMIK_CACHE_DIR') or os.path.join(
-        os.environ.get('XDG_CACHE_HOME') or os.path.expanduser('~/.cache'),
-        'gimmik')
-    path = os.path.join(base, 'emulate')
-    os.makedirs(path, exist_ok=True)
-    return path
+    from gimmik.cache import cache_dir as kind_dir
+    return kind_dir('emulate')
 
 
 def asan_enabled():
