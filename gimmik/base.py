@@ -70,6 +70,28 @@ class MatMul:
     def _check_opts(self, **opts):
         return opts
 
+    def _fits(self, cand, dtype):
+        """Whether a candidate fits the platform's launch limits."""
+        return True
+
+    def _from_table(self, table, gates, dtype, opts=None, adapt=None):
+        """Walk a platform's candidate table of (family, params, gate)
+        rows: a row is offered when every condition named in its gate holds
+        in `gates`; `adapt(family, params)` may rewrite a row's params or
+        drop it (None); the candidate must fit (_fits); duplicates go."""
+        out = []
+        for family, params, need in table:
+            if not all(gates[g] for g in need.split()):
+                continue
+            if adapt is not None:
+                params = adapt(family, params)
+                if params is None:
+                    continue
+            cand = Candidate(family, params, dict(opts or {}))
+            if self._fits(cand, dtype) and cand not in out:
+                out.append(cand)
+        return out
+
     # -- shared ----------------------------------------------------------
     @property
     def baked_n(self):
@@ -78,6 +100,12 @@ class MatMul:
     @property
     def args(self):
         return ('b', 'c') if self.baked_n else ('n', 'b', 'ldb', 'c', 'ldc')
+
+    def candidates(self, dtype, **opts):
+        """The candidates kernels() offers, in order, when no feedback
+        prunes any (the same checks of dtype and options)."""
+        dtype = check_dtype(dtype)
+        return self._candidates(dtype, **self._check_opts(**opts))
 
     def kernels(self, dtype, kname='gimmik_mm', **opts):
         """Generate (src, meta) candidates; send() feedback to prune."""

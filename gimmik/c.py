@@ -17,36 +17,56 @@ T* restrict c)``.
 
 import numpy as np
 
-from gimmik.base import Candidate, MatMul
+from gimmik.base import MatMul
 from gimmik import plans
 
 # Largest per-thread scratch a candidate may keep on the stack (bstream's
 # accumulators, m rows by `width` columns).
 MAX_SCRATCH = 64*1024
 
-# bstream's one loop per used row of B takes GCC minutes to compile once A
-# has a few hundred non-zeros (seen: 245 s at -O3 for 768); beyond this it
-# is not offered.
+# GCC's compile time of the unrolled families grows with the non-zeros of A
+# (seen at -O3 on a 2-core machine: cstream 2.3 s at 768 non-zeros, 8.6 s
+# at 1800; cstream-row 15 s at 768, 38 s at 1800; bstream 245 s at 768).
+# Beyond these only the looped rowblock family is offered, which compiles in
+# under a second for any A of the PyFR suite and is as fast on large ones.
 BSTREAM_MAX_NNZ = 256
+CSTREAM_ROW_MAX_NNZ = 512
+UNROLLED_MAX_NNZ = 1500
+
+# rowblock's packed block of B (bytes, per thread, on the stack): well
+# inside a core's L2 and any OpenMP thread's stack.
+ROWBLOCK_PACK = 192*1024
 
 # The C candidate table: family, parameters, gate (as in gimmik.hip).
 # Order is the order of offering.
-#   cstream      every row of C for one column at a time (all rows inside
-#                the simd loop over the block's columns)
-#   cstream-row  row by row over one block: a simd loop per row of C, B's
-#                block stays in cache between rows
-#   bstream      B's used rows streamed once per block into an m x width
-#                accumulator array, then C written row by row
+#   rowblock     looped: A as tables; B's used rows packed per block of
+#                columns; `rows` rows of C by `vw` columns of accumulators
+#                in registers (rows 1 is a plain sparse row loop)
+#   cstream      unrolled: every row of C for one column at a time (all rows
+#                inside the simd loop over the block's columns)
+#   cstream-row  unrolled: row by row over one block, a simd loop per row of
+#                C; B's block stays in cache between rows
+#   bstream      unrolled: B's used rows streamed once per block into an
+#                m x width accumulator array, then C written row by row
 CANDIDATES = [
-    # family        parameters         gate
-    ('cstream', dict(width=64), ''),
-    ('bstream', dict(width=64), 'scratch small'),
-    ('cstream-row', dict(width=64), ''),
-    ('cstream', dict(width=512), ''),
-    ('bstream', dict(width=256), 'scratch small'),
-    ('cstream-row', dict(width=512), ''),
-    ('bstream', dict(width=16), 'scratch small'),
+    # family        parameters                      gate
+    ('rowblock', dict(rows=6, vw=8, width=256), ''),
+    ('rowblock', dict(rows=3, vw=16, width=256), ''),
+    ('rowblock', dict(rows=2, vw=16, width=64), ''),
+    ('rowblock', dict(rows=1, vw=16, width=256), ''),
+    ('cstream', dict(width=64), 'unrolled'),
+    ('cstream', dict(width=512), 'unrolled'),
+    ('cstream-row', dict(width=512), 'row'),
+    ('bstream', dict(width=64), 'small'),
+    ('bstream', dict(width=16), 'small'),
 ]
+
+
+def rowblock_width(nb, width, vw, itemsize):
+    """rowblock's block of columns: at most `width`, a multiple of `vw`, and
+    small enough that the packed B block (nb rows) fits in ROWBLOCK_PACK."""
+    fit = ROWBLOCK_PACK // (max(1, nb)*itemsize) - 64 // itemsize
+    return max(vw, min(width, fit) // vw * vw)
 
 
 class CMatMul(MatMul):
@@ -62,25 +82,33 @@ class CMatMul(MatMul):
     def _candidates(self, dtype):
         size = np.dtype(dtype).itemsize
         nrows = self.info.m - len(self.info.zero_rows)
-        out = []
-        for family, params, need in CANDIDATES:
-            gates = {'scratch': nrows*params['width']*size <= MAX_SCRATCH,
-                     'small': self.info.nnz <= BSTREAM_MAX_NNZ,
-                     'beta': self.beta != 0}
-            if all(gates[g] for g in need.split()):
-                cand = Candidate(family, params)
-                if cand not in out:
-                    out.append(cand)
-        return out
+        nnz = self.info.nnz
+        gates = {'small': nnz <= BSTREAM_MAX_NNZ,
+                 'row': nnz <= CSTREAM_ROW_MAX_NNZ,
+                 'unrolled': nnz <= UNROLLED_MAX_NNZ,
+                 'beta': self.beta != 0}
+        # bstream's accumulators must fit MAX_SCRATCH per thread
+        return self._from_table(
+            CANDIDATES, gates, dtype,
+            adapt=lambda family, params: (
+                None if family == 'bstream'
+                and nrows*params['width']*size > MAX_SCRATCH else params))
 
     def _context(self, cand, dtype):
         width = cand.params['width']
+        size = np.dtype(dtype).itemsize
         ctx = {'lit': lambda x: self.lit(x, dtype),
                'zero_rows': set(self.info.zero_rows)}
         if cand.family in ('cstream', 'cstream-row'):
             ctx['plan'] = plans.cstream_plan(self.A)
         elif cand.family == 'bstream':
             ctx['plan'] = plans.bstream_plan(self.A)
+        elif cand.family == 'rowblock':
+            plan = plans.rowblock_plan(self.A, cand.params['rows'])
+            vw = cand.params['vw']
+            width = rowblock_width(len(plan.bix), width, vw,
+                                   np.dtype(dtype).itemsize)
+            ctx.update(plan=plan, vw=vw, pstride=width + 64 // size)
         else:
             raise ValueError(f'unknown C family {cand.family!r}')
         return ctx, (1, 1, 1), 0, width

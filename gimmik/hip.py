@@ -7,7 +7,7 @@ import re
 import numpy as np
 
 from gimmik.analysis import DENSE_DENSITY
-from gimmik.base import MAX_SHARED, Candidate, MatMul
+from gimmik.base import MAX_SHARED, MatMul
 from gimmik import fragments, plans
 
 # gfx arch names (with optional feature suffixes such as :sramecc+:xnack-)
@@ -114,19 +114,11 @@ class HIPMatMul(MatMul):
         return {'gcn_arch': gcn_arch, 'warp_size': warp_size}
 
     def _candidates(self, dtype, gcn_arch, warp_size):
-        gates = _gates(self, dtype, gcn_arch, warp_size)
-        out = []
-        for family, params, need in CANDIDATES:
-            if not all(gates[g] for g in need.split()):
-                continue
-            if family == 'mfma-dense':
-                params = self._mfma_params(params)
-                if params is None:
-                    continue
-            cand = Candidate(family, params,
-                             {'gcn_arch': gcn_arch, 'warp_size': warp_size})
-            if self._fits(cand, dtype) and cand not in out:
-                out.append(cand)
+        out = self._from_table(
+            CANDIDATES, _gates(self, dtype, gcn_arch, warp_size), dtype,
+            {'gcn_arch': gcn_arch, 'warp_size': warp_size},
+            lambda family, params: (self._mfma_params(params)
+                                    if family == 'mfma-dense' else params))
 
         # drop the streaming candidates that would spill, keeping at least
         # the least demanding one

@@ -160,3 +160,34 @@ def live_values(A, family, params):
         nown = max(plan.owner.count(y) for y in range(params['ksplit']))
         return max(len(ld) + nown for ld in plan.loads)
     raise ValueError(f'no live-value estimate for family {family!r}')
+
+
+@dataclass
+class RowBlockPlan:
+    """rowblock (looped, not unrolled): the used rows of B, `bix`, are packed
+    per column block into a contiguous buffer, packed row p holding B row
+    bix[p].  The rows of A are cut into groups of `rows` consecutive rows
+    (the last padded with zero rows that are never stored); group g uses the
+    packed rows cols[ptr[g]:ptr[g+1]] (the union of its rows' non-zero
+    columns, ascending), with vals[t][r] = A[g*rows + r, bix[cols[t]]] (zero
+    where that row does not use the column)."""
+    rows: int
+    bix: list          # [NB] B row of each packed row
+    ptr: list          # [G + 1]
+    cols: list         # [T] packed row index
+    vals: list         # [T][rows]
+
+
+def rowblock_plan(A, rows):
+    m = A.shape[0]
+    bix = [int(j) for j in np.flatnonzero((A != 0).any(axis=0))]
+    packed = {j: p for p, j in enumerate(bix)}
+    ptr, cols, vals = [0], [], []
+    for r0 in range(0, m, rows):
+        blk = np.zeros((rows, A.shape[1]))
+        blk[:min(rows, m - r0)] = A[r0:r0 + rows]
+        for j in np.flatnonzero((blk != 0).any(axis=0)):
+            cols.append(packed[int(j)])
+            vals.append([blk[r, j] for r in range(rows)])
+        ptr.append(len(cols))
+    return RowBlockPlan(rows, bix, ptr, cols, vals)

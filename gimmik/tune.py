@@ -298,6 +298,12 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
     mm = runtime.matmul(A, beta, aligne=_ld_align(ldb, ldc))
     opts = runtime.kernel_options()
     total = _count(mm, dt, opts)
+    if type(runtime).prepare is not Runtime.prepare:
+        try:
+            runtime.prepare([mm.render(cand, dt, KNAME)
+                             for cand in mm.candidates(dt, **opts)])
+        except Exception:   # each candidate's own failure is reported below
+            pass
     kgen = mm.kernels(dt, kname=KNAME, **opts)
     cands, best, feedback = [], None, None
     while True:
@@ -359,7 +365,7 @@ def _finite_or(x, rng, rows, n):
 def _count(mm, dt, opts):
     """How many candidates kernels() may offer (pruning can offer fewer)."""
     try:
-        return len(mm._candidates(dt, **mm._check_opts(**opts)))
+        return len(mm.candidates(dt, **opts))
     except Exception:
         return None
 

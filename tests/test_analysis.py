@@ -117,6 +117,24 @@ def test_plans_reproduce_product(rng, msplit, bsz):
              for j, v in ks.terms[y][i]]
     assert np.allclose(evaluate(terms, 13, B), ref)
 
+    rows = msplit + 2          # 3, 4, 6: 13 rows never divide evenly
+    rb = plans.rowblock_plan(A, rows)
+    assert rb.bix == list(analyse(A).bix)
+    assert len(rb.ptr) == -(-13 // rows) + 1
+    terms = [(g*rows + r, rb.bix[rb.cols[t]], rb.vals[t][r])
+             for g in range(len(rb.ptr) - 1)
+             for t in range(rb.ptr[g], rb.ptr[g + 1]) for r in range(rows)
+             if g*rows + r < 13]
+    assert np.allclose(evaluate(terms, 13, B), ref)
+    # padding rows past m carry only zeros, and a group lists each packed
+    # row once, ascending
+    assert all(rb.vals[t][r] == 0 for g in range(len(rb.ptr) - 1)
+               for t in range(rb.ptr[g], rb.ptr[g + 1])
+               for r in range(rows) if g*rows + r >= 13)
+    for g in range(len(rb.ptr) - 1):
+        cols = rb.cols[rb.ptr[g]:rb.ptr[g + 1]]
+        assert cols == sorted(set(cols))
+
 
 def test_balanced_row_groups_nonempty_and_contiguous(rng):
     A = np.ones((10, 4))

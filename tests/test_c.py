@@ -2,7 +2,9 @@
 system C compiler and run through ctypes, the meta contract, the vendor
 baseline and the runtime's checks."""
 
+import ctypes
 import itertools
+import os
 import re
 
 import numpy as np
@@ -12,7 +14,8 @@ from conftest import Panels, random_operator
 from gimmik import CMatMul
 from gimmik.base import MatMul
 from gimmik.analysis import analyse
-from gimmik.c import BSTREAM_MAX_NNZ, CANDIDATES, MAX_SCRATCH
+from gimmik.c import (BSTREAM_MAX_NNZ, CANDIDATES, MAX_SCRATCH,
+                      ROWBLOCK_PACK, UNROLLED_MAX_NNZ, rowblock_width)
 from gimmik.runtime import RuntimeUnavailable, get_runtime
 
 
@@ -51,8 +54,36 @@ def test_every_family_float64(rt, rng, beta):
     A = sample_operator(rng)
     # ragged n: not a multiple of any width; padded, unequal strides
     seen = run_all(rt, A, beta, np.float64, rng, 1000, 1003, 1010, full=True)
-    assert {v.split('/')[0] for v in seen} == {'cstream', 'cstream-row',
-                                               'bstream'}
+    assert {v.split('/')[0] for v in seen} == {'rowblock', 'cstream',
+                                               'cstream-row', 'bstream'}
+
+
+@pytest.mark.parametrize('beta', [0.0, 1.0, 0.25])
+def test_rowblock_ragged(rt, rng, beta):
+    """rowblock with rows of C not a multiple of the group, n not a
+    multiple of the register tile or of the block, and so many used rows of
+    B that the packed block shrinks to one tile."""
+    A = random_operator(rng, 13, 11, 0.5)
+    A[4] = 0
+    run_only(rt, A, beta, np.float64, rng, 'rowblock', 517, 520, 517)
+    wide = random_operator(rng, 5, ROWBLOCK_PACK // 8 // 20, 0.5)
+    nb = len(analyse(wide).bix)
+    assert rowblock_width(nb, 256, 16, 8) == 16
+    run_only(rt, wide, beta, np.float64, rng, 'rowblock', 45, 45, 47)
+    run_only(rt, A, beta, np.float32, rng, 'rowblock', 33, 35, 33,
+             baked=True)
+
+
+def run_only(rt, A, beta, dtype, rng, family, n, ldb, ldc, baked=False):
+    sizes = dict(n=n, ldb=ldb, ldc=ldc) if baked else {}
+    count = 0
+    for src, meta in CMatMul(A, beta=beta, **sizes).kernels(dtype):
+        if meta['tplname'] == family:
+            p = Panels(rng, A, beta, dtype, n, ldb, ldc)
+            rt.compile(src, meta)(p.bfull, p.cfull, n, ldb, ldc)
+            p.check(f'{meta["variant"]} beta={beta}')
+            count += 1
+    assert count
 
 
 def test_float32_and_baked(rt, rng):
@@ -122,12 +153,16 @@ def test_scratch_gate(rng):
                 assert 100*meta['width']*size <= MAX_SCRATCH
                 bwidths.add(meta['width'])
         assert bwidths and max(bwidths) < 256
-    assert all(f in ('cstream', 'cstream-row', 'bstream')
+    assert all(f in ('rowblock', 'cstream', 'cstream-row', 'bstream')
                for f, _, _ in CANDIDATES)
     big = random_operator(rng, 30, 30, 0.9)
     assert analyse(big).nnz > BSTREAM_MAX_NNZ
     families = {m['tplname'] for _, m in CMatMul(big).kernels('float64')}
-    assert families == {'cstream', 'cstream-row'}
+    assert families == {'rowblock', 'cstream'}
+    huge = random_operator(rng, 60, 60, 0.9)
+    assert analyse(huge).nnz > UNROLLED_MAX_NNZ
+    families = {m['tplname'] for _, m in CMatMul(huge).kernels('float64')}
+    assert families == {'rowblock'}
 
 
 def test_pruning_with_feedback(rng):
@@ -223,3 +258,43 @@ def test_copy_bandwidth_and_time(rt):
     calls = []
     t = rt.time(lambda: calls.append(1), (), warmup=3, repeats=4)
     assert t >= 0 and len(calls) == 7
+
+
+def test_prepare_builds_ahead_and_compile_reuses(rng, tmp_path, monkeypatch):
+    """prepare() compiles every source not yet built (in parallel); after
+    it compile() builds nothing; a source the compiler rejects is left to
+    compile() to report."""
+    monkeypatch.setenv('GIMMIK_CACHE_DIR', str(tmp_path))
+    rt = get_runtime('c')
+    A = sample_operator(rng)
+    # a kname of its own per test run keeps the sources new to the cache
+    kname = f'prep_{rng.integers(1 << 30)}'
+    mm = CMatMul(A)
+    kernels = [mm.render(c, np.float64, kname)
+               for c in mm.candidates('float64')]
+    bad = ('void broken(void) { oops }\n', dict(kernels[0][1], kname='broken'))
+    rt.prepare(kernels + [bad])
+    built = os.listdir(os.path.join(tmp_path, 'c'))
+    assert len([f for f in built if f.endswith('.so')]) == len(kernels)
+
+    def no_compiles(*args):
+        raise AssertionError('compile() rebuilt a prepared kernel')
+    monkeypatch.setattr(rt, '_compile_to', no_compiles)
+    n = 70
+    for src, meta in kernels:
+        p = Panels(rng, A, 0.0, np.float64, n, n, n)
+        rt.compile(src, meta)(p.bfull, p.cfull, n, n, n)
+        p.check(meta['variant'])
+    with pytest.raises(AssertionError, match='rebuilt'):
+        rt.compile(*bad)
+
+
+def test_copy_kernel_copies(rt):
+    from gimmik.runtime.c import COPY_SRC
+    fn = rt.build(COPY_SRC, 'gimmik_copy').gimmik_copy
+    fn.restype = None
+    fn.argtypes = [ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    src = np.arange(1001, dtype=np.float64)
+    dst = np.full_like(src, np.nan)
+    fn(1000, src.ctypes.data, dst.ctypes.data)
+    assert np.array_equal(dst[:1000], src[:1000]) and np.isnan(dst[1000])

@@ -272,14 +272,20 @@ def test_max_nnz(tmp_path):
         run(tmp_path, FakeTune(), max_nnz=0)
 
 
-def test_default_max_nnz_per_platform(tmp_path):
-    from gimmik.sweep import DEFAULT_MAX_NNZ
+def test_default_max_nnz_per_platform(tmp_path, monkeypatch):
+    """By default no platform skips an operator (C falls back on its looped
+    family for the densest ones); a per-platform default still applies."""
+    from gimmik import sweep as sweep_mod
+    assert all(v is None for v in sweep_mod.DEFAULT_MAX_NNZ.values())
     FakeRuntime.name = 'c'
     try:
-        rows = run(tmp_path, FakeTune(), ops='p6-pyr-m132,p1-tri-m0')
+        rows = run(tmp_path / 'a', FakeTune(), ops='p6-pyr-m132,p1-tri-m0')
+        assert all(r['error'] == '' for r in rows)
+        monkeypatch.setitem(sweep_mod.DEFAULT_MAX_NNZ, 'c', 5000)
+        rows = run(tmp_path / 'b', FakeTune(), ops='p6-pyr-m132,p1-tri-m0')
     finally:
         FakeRuntime.name = 'fake'
     byname = {r['operator']: r for r in rows}
     assert byname['p6-pyr-m132']['error'] == \
-        f'skipped: 58288 non-zeros > max_nnz {DEFAULT_MAX_NNZ["c"]}'
+        'skipped: 58288 non-zeros > max_nnz 5000'
     assert byname['p1-tri-m0']['error'] == ''

@@ -51,7 +51,7 @@ class Sabotaged(CRuntime):
     build."""
 
     LAZY, WRONG, FAILS = ('cstream/width64', 'bstream/width64',
-                          'cstream-row/width64')
+                          'rowblock/rows1/vw16/width256')
 
     def __init__(self):
         super().__init__()

@@ -77,6 +77,12 @@ class Runtime(ABC):
         """Measured device-to-device copy bandwidth in bytes/s for a copy of
         nbytes."""
 
+    def prepare(self, kernels):
+        """Build ahead of time the (src, meta) pairs the tuner is about to
+        compile() one by one, where the platform can build several at once
+        (the C compiler runs in parallel); compile() then finds them built.
+        A failure here is ignored: compile() reports it."""
+
     def launch_feedback(self, src, meta):
         """Extra feedback for kernels().send() (registers, local_mem...)."""
         return {}

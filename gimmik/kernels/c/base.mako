@@ -3,6 +3,7 @@
 ## and the store of a finished row of C.
 // gimmik ${tplname} kernel (C): C = A*B${'' if beta == 0 else ' + beta*C'}, A ${m}x${k}, ${dtype}
 // Columns are cut into blocks of ${width}; OpenMP threads share the blocks.
+${self.preamble()}\
 
 % if n is not None:
 void ${kname}(const ${dtype}* restrict b, ${dtype}* restrict c)
@@ -44,3 +45,6 @@ ${next.body()}\
 
 ## B at row j (a literal) and column col.
 <%def name="load_b(j, col)" buffered="True">b[${j}*ldbl + ${col}]</%def>
+
+## File-scope code a family needs before the kernel (tables, helpers).
+<%def name="preamble()"></%def>
