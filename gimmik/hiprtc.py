@@ -11,6 +11,7 @@ GIMMIK_HIPRTC_LIB names the library to use (a libhiprtc.so* or a ROCm 5
 libamdhip64.so*) and overrides the search.
 """
 
+import contextlib
 import ctypes
 import os
 import re
@@ -112,6 +113,24 @@ def _shim_dir(lib):
     return os.path.dirname(libdir)
 
 
+@contextlib.contextmanager
+def rocm_path(rocm):
+    """ROCM_PATH set to `rocm` for the duration (None: left alone), for the
+    first call into a hip-python module, which loads its library lazily and
+    searches ROCM_PATH then."""
+    saved = os.environ.get('ROCM_PATH')
+    if rocm:
+        os.environ['ROCM_PATH'] = rocm
+    try:
+        yield
+    finally:
+        if rocm:
+            if saved is None:
+                os.environ.pop('ROCM_PATH', None)
+            else:
+                os.environ['ROCM_PATH'] = saved
+
+
 def load():
     """hip-python's hiprtc module with its library loaded; returns
     (module, library path).  Raises RuntimeUnavailable if it cannot be."""
@@ -135,20 +154,12 @@ def load():
             lib = find_library()
             rocm = _shim_dir(lib)
 
-        saved = os.environ.get('ROCM_PATH')
         try:
-            if rocm:
-                os.environ['ROCM_PATH'] = rocm
-            err = hiprtc.hiprtcVersion()[0]     # the first call loads it
+            with rocm_path(rocm):
+                err = hiprtc.hiprtcVersion()[0]     # the first call loads it
         except RuntimeError as e:
             raise RuntimeUnavailable(f'cannot load hiprtc from {lib}: '
                                      f'{e}') from e
-        finally:
-            if rocm:
-                if saved is None:
-                    os.environ.pop('ROCM_PATH', None)
-                else:
-                    os.environ['ROCM_PATH'] = saved
         if _code(err) != 0:
             raise RuntimeUnavailable(f'hiprtc from {lib} does not work: '
                                      f'hiprtcVersion gave {err!r}')

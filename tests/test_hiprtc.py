@@ -173,3 +173,18 @@ def test_random_operator_compiles(lib, rng):
     src, meta = next(HIPMatMul(A, aligne=2).kernels('float64'))
     code = hiprtc.compile_hip(src, 'gfx90a')
     assert 'gimmik_mm' in hiprtc.kernel_symbols(code)
+
+
+def test_rocm_path_is_restored(monkeypatch):
+    from gimmik.hiprtc import rocm_path
+    monkeypatch.delenv('ROCM_PATH', raising=False)
+    with rocm_path('/x/rocm'):
+        assert os.environ['ROCM_PATH'] == '/x/rocm'
+    assert 'ROCM_PATH' not in os.environ
+    monkeypatch.setenv('ROCM_PATH', 'mine')
+    with pytest.raises(RuntimeError):
+        with rocm_path('/x/rocm'):
+            raise RuntimeError('load failed')
+    assert os.environ['ROCM_PATH'] == 'mine'
+    with rocm_path(None):
+        assert os.environ['ROCM_PATH'] == 'mine'

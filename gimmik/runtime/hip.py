@@ -75,20 +75,13 @@ def load_hip():
                     'ROCM_PATH, LD_LIBRARY_PATH or the system library '
                     'directories; install ROCm (Debian: libamdhip64-5)')
             rocm = _link_dir(lib)
-        saved = os.environ.get('ROCM_PATH')
+        from gimmik.hiprtc import rocm_path
         try:
-            if rocm:
-                os.environ['ROCM_PATH'] = rocm
-            err, _ = hip.hipRuntimeGetVersion()    # the first call loads it
+            with rocm_path(rocm):
+                err, _ = hip.hipRuntimeGetVersion()  # the first call loads it
         except RuntimeError as e:
             raise RuntimeUnavailable(f'cannot load the HIP runtime library '
                                      f'libamdhip64: {e}') from e
-        finally:
-            if rocm:
-                if saved is None:
-                    os.environ.pop('ROCM_PATH', None)
-                else:
-                    os.environ['ROCM_PATH'] = saved
         if int(err) != 0:
             raise RuntimeUnavailable(f'the HIP runtime library does not '
                                      f'work: hipRuntimeGetVersion returned '
