@@ -66,7 +66,11 @@ CANDIDATES = [
      'mfma scalar'),
     ('mfma-dense', dict(msplit=1, pipe=0, vec=2), 'mfma w2'),
     ('mfma-dense', dict(msplit=1, pipe=0, vec=1), 'mfma scalar'),
+    # bstream-msplit: bsz B rows per LDS stage (two stages); width 2 with
+    # bsz 16 takes 32 KiB of LDS per block, one block per 2 SIMDs of a CU
+    # (1 wave/SIMD at msplit 2), bsz 8 half that (2 waves/SIMD)
     ('bstream-msplit', dict(width=2, msplit=2, bsz=16, ntload=True), 'w2'),
+    ('bstream-msplit', dict(width=2, msplit=2, bsz=8, ntload=True), 'w2'),
     ('bstream-msplit', dict(width=1, msplit=2, bsz=16, ntload=True), ''),
     ('bstream-msplit', dict(width=2, msplit=4, bsz=16, ntload=True), 'w2'),
     ('bstream-msplit', dict(width=2, msplit=2, bsz=16, ntload=True,
