@@ -47,6 +47,9 @@ class MatMul:
     """Base of the per-platform generators (HIPMatMul, CUDAMatMul, CMatMul)."""
 
     platform = None
+    # template directory of the families shared with other platforms
+    # (None: none), searched after the platform's own
+    shared_templates = 'common'
 
     def __init__(self, A, beta=0.0, aligne=None, n=None, ldb=None, ldc=None):
         self.A = check_matrix(A)
@@ -54,8 +57,12 @@ class MatMul:
         self.n, self.ldb, self.ldc, self.aligne = check_sizes(n, ldb, ldc,
                                                               aligne)
         self.info = analyse(self.A)
+        # A platform's own templates (its base.mako first of all), then the
+        # families shared by the GPU platforms, which inherit that base
+        dirs = [self.platform] + ([self.shared_templates]
+                                  if self.shared_templates else [])
         self._lookup = TemplateLookup(
-            directories=[os.path.join(_KERNEL_DIR, self.platform)],
+            directories=[os.path.join(_KERNEL_DIR, d) for d in dirs],
             strict_undefined=True)
 
     # -- to be provided by each platform ---------------------------------

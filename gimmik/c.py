@@ -75,6 +75,7 @@ class CMatMul(MatMul):
     takes send() feedback."""
 
     platform = 'c'
+    shared_templates = None
 
     def _check_opts(self):
         return {}

@@ -1,6 +1,11 @@
 ## The one CUDA base every family inherits: a header, two-column vector
 ## arithmetic, the kernel prologue (baked or runtime n) and the load/store
-## helpers.
+## helpers.  The streaming families (kernels/common/) are shared with HIP:
+## what differs is here, FIRST being how the first column of a two-column
+## value is named.
+<%!
+    FIRST = '.x'
+%>\
 // gimmik ${tplname} kernel: C = A*B${'' if beta == 0 else ' + beta*C'}, A ${m}x${k}, ${dtype}
 <%
     v2 = dtype + '2'
@@ -42,7 +47,8 @@ ${' '*len(kname)} ${dtype}* __restrict__ c, int ldc)
 
 ## B element(s) at row j (a literal) and column offset col (an expression):
 ## ld 'nc' reads through the read-only path, 'cs' and 'reload' evict first.
-<%def name="load_b(j, col, w)" buffered="True">\
+## (nt, the HIP families' non-temporal load flag, is not used: ld decides.)
+<%def name="load_b(j, col, w, nt=False)" buffered="True">\
 % if ld == 'nc':
 __ldg(${ptr('b', j, 'ldbl', col, w)})\
 % else:

@@ -1,5 +1,10 @@
 ## The one HIP base every family inherits: a header, the vector type, the
-## kernel prologue (baked or runtime n) and the load/store helpers.
+## kernel prologue (baked or runtime n) and the load/store helpers.  The
+## streaming families (kernels/common/) are shared with CUDA: what differs is
+## here, FIRST being how the first column of a two-column value is named.
+<%!
+    FIRST = '[0]'
+%>\
 // gimmik ${tplname} kernel: C = A*B${'' if beta == 0 else ' + beta*C'}, A ${m}x${k}, ${dtype}
 typedef ${dtype} gimmik_v2 __attribute__((vector_size(${2*itemsize})));
 

@@ -1,14 +1,15 @@
 <%inherit file="base.mako"/>
 ## bstream-msplit: the rows of A are split across the block's blockDim.y
-## wavefronts (plan.groups); the used rows of B are staged through a double
-## buffered LDS chunk of bsz rows, which each wavefront loads a share of.
+## warps (wavefronts on AMD; plan.groups); the used rows of B are staged
+## through a double buffered shared-memory (LDS) chunk of bsz rows, which
+## each warp loads a share of.
 ## The next chunk's global loads are issued before the current chunk's FMAs.
 <%
     W = width
     VT = self.vt(W)
     nstage = max(len(ld) for per_q in plan.loads for ld in per_q)
 %>
-## Run body(y) for this thread's wavefront y (wave-uniform).
+## Run body(y) for this thread's warp y (warp-uniform).
 <%def name="per_wave(body)">\
     switch (threadIdx.y)
     {
@@ -41,7 +42,7 @@ ${body(1)}\
 <%def name="stage_load(q, y)">\
 <%def name="loads(w)">\
 % for s, r in enumerate(plan.loads[q][y]):
-            st${s}${'' if w == W else '[0]'} = ${self.load_b(plan.chunks[q][r], 'col', w, ntload)};
+            st${s}${'' if w == W else self.attr.FIRST} = ${self.load_b(plan.chunks[q][r], 'col', w, context.get('ntload', False))};
 % endfor
 </%def>\
 ${guarded(loads)}\
@@ -62,7 +63,7 @@ ${guarded(loads)}\
 %>\
 <%def name="rows(w)">\
 % for i in range(r0, r1):
-            acc${i - r0}${'' if w == W else '[0]'} = ${'' if beta == 1 else betalit + '*'}${self.load_c(i, 'col', w)};
+            acc${i - r0}${'' if w == W else self.attr.FIRST} = ${'' if beta == 1 else betalit + '*'}${self.load_c(i, 'col', w)};
 % endfor
 </%def>\
 ${guarded(rows)}\
@@ -75,7 +76,7 @@ ${guarded(rows)}\
 <%def name="rows(w)">\
 % for i in range(r0, r1):
 <%
-    acc = f'acc{i - r0}' + ('' if w == W else '[0]')
+    acc = f'acc{i - r0}' + ('' if w == W else self.attr.FIRST)
 %>\
 % if preload_c:
     ${self.store_c(i, 'col', w, acc)};

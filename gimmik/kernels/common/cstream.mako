@@ -1,9 +1,9 @@
 <%inherit file="base.mako"/>
 ## cstream: one thread per column (two with width 2); each row of C is
 ## computed in turn, loading each row of B the first time a row needs it
-## (ld 'reload': at every use, leaving reuse to the L1 cache).
+## (CUDA's ld 'reload': at every use, leaving reuse to the L1 cache).
 <%def name="columns(w)">\
-% if ld == 'reload':
+% if context.get('ld') == 'reload':
 % for row in plan:
 ${self.finish(row.i, 'col', w, ' + '.join(f'{lit(v)}*{self.load_b(j, "col", w)}' for j, v in row.terms) or None)}\
 % endfor

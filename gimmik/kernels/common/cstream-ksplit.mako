@@ -1,13 +1,14 @@
 <%inherit file="base.mako"/>
 ## cstream-ksplit: the used columns of A are split across the block's
-## blockDim.y wavefronts (plan.kcols); each sums its share of every row of C,
-## hands the partial sums of rows it does not own to their owner through LDS,
+## blockDim.y warps (wavefronts on AMD; plan.kcols); each sums its share of
+## every row of C, hands the partial sums of rows it does not own to their
+## owner through shared memory (LDS),
 ## and each owner finishes its rows.
 <%
     ks = block[1]
     owned = [[i for i in range(m) if plan.owner[i] == y] for y in range(ks)]
     nown = max(len(o) for o in owned)
-    # which wavefronts hand a partial of row i over
+    # which warps hand a partial of row i over
     givers = [[y for y in range(ks) if plan.slot[y][i] is not None and plan.terms[y][i]] for i in range(m)]
 %>
 <%def name="per_wave(body)">\
@@ -64,10 +65,10 @@ ${self.prologue()}\
     __shared__ ${dtype} red[${ks - 1}][${m}][${block[0]}];
     ${dtype} ${', '.join(f'own{o}' for o in range(nown))};
 
-    // Partial sums over this wavefront's columns of A
+    // Partial sums over this warp's columns of A
 ${per_wave(partials)}\
     __syncthreads();
 
-    // Owners add the other wavefronts' partials and store
+    // Owners add the other warps' partials and store
 ${per_wave(finish_rows)}\
 }
