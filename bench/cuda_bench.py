@@ -263,6 +263,7 @@ def check_operators(rng):
         return A
     return {'dense-84x252': rng.standard_normal((84, 252)),
             'dense-45x37': rng.standard_normal((45, 37)),
+            'dense-150x70': rng.standard_normal((150, 70)),
             'sparse-40x30': sparse(40, 30, 0.2),
             'sparse-200x90': sparse(200, 90, 0.05),
             'zero-rows-24x16': np.vstack([sparse(12, 16, 0.4),
@@ -277,6 +278,7 @@ def check(args):
     rt = Runtime()
     rng = np.random.default_rng()
     pool = cf.ThreadPoolExecutor(args.jobs)
+    families = args.families.split(',') if args.families else None
     todo = []
     for name, A in check_operators(rng).items():
         for dtype, beta in ((np.float64, 0.0), (np.float64, 1.0),
@@ -285,12 +287,14 @@ def check(args):
             ld = n + 7 if n % 2 else n + 8
             ld += ld % 2
             for baked in (False, True):
-                if name.startswith('dense-84') and (
+                if name.startswith(('dense-84', 'dense-150')) and (
                         dtype == np.float32 or baked == (beta != -0.5)):
                     continue   # its streaming kernels are slow to build
                 sizes = dict(n=n, ldb=ld, ldc=ld) if baked else {}
                 mm = CUDAMatMul(A, beta=beta, aligne=2, **sizes)
                 for src, meta in mm.kernels(dtype, **rt.kernel_options()):
+                    if families and meta['tplname'] not in families:
+                        continue
                     todo.append((name, A, beta, dtype, n, ld, src, meta,
                                  pool.submit(rt.build, src, meta)))
     bad = 0

@@ -26,7 +26,8 @@ MAX_STATIC_SHARED = 48*1024
 # would spill to local memory (a thread has at most 255).  The limits are
 # set from ptxas reports on the PyFR suite: ptxas hoists the loads of the
 # unrolled cstream/bstream further than the estimate assumes.
-MAX_EST_REGISTERS = {'cstream-mblock': 200, 'mma-dense': 200}
+MAX_EST_REGISTERS = {'cstream-mblock': 200, 'mma-dense': 200,
+                     'mma-gemm': 232}
 MAX_EST_REGISTERS_DEFAULT = 160
 
 # The launch bounds never cap a thread below this many registers (the
@@ -41,6 +42,39 @@ SM_REGISTERS = 65536
 # offering: PyFR only times the first few.
 CANDIDATES = [
     # family            parameters                                 gate
+    # measured on the H100 (bench/results/cuda-h100-mma-gemm.csv)
+    *[('mma-gemm', p, 'mma90 w2') for p in [
+        dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
+             nbuf=3),
+        dict(shape='m16n8k8', mwarps=4, nwarps=2, wm=2, wn=4, kstage=1,
+             nbuf=3),
+        dict(shape='m16n8k8', mwarps=2, nwarps=4, wm=2, wn=4, kstage=1,
+             nbuf=3),
+        dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
+             nbuf=3),
+        dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=2, wn=4, kstage=2,
+             nbuf=2),
+        dict(shape='m16n8k16', mwarps=2, nwarps=2, wm=2, wn=4, kstage=1,
+             nbuf=2)]],
+    ('mma-gemm', dict(shape='m8n8k4', mwarps=2, nwarps=2, wm=4, wn=4,
+                      kstage=2, nbuf=3), 'mma w2'),
+    ('mma-gemm', dict(shape='m8n8k4', mwarps=4, nwarps=2, wm=4, wn=4,
+                      kstage=2, nbuf=3), 'mma w2'),
+    # not yet run on a GPU: zero-slab skipping, C read before the k loop,
+    # 128 x 128 and 256 x 64 tiles (less A and B traffic from L2)
+    *[('mma-gemm', p, 'mma90 w2') for p in [
+        dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
+             nbuf=3, skip=True, cpre=True),
+        dict(shape='m16n8k8', mwarps=2, nwarps=4, wm=2, wn=4, kstage=1,
+             nbuf=3, skip=True, cpre=True),
+        dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=1,
+             nbuf=4, skip=True, cpre=True),
+        dict(shape='m16n8k4', mwarps=4, nwarps=4, wm=2, wn=4, kstage=1,
+             nbuf=4, skip=True, cpre=True),
+        dict(shape='m16n8k8', mwarps=2, nwarps=4, wm=4, wn=4, kstage=1,
+             nbuf=2, skip=True, cpre=True),
+        dict(shape='m16n8k4', mwarps=4, nwarps=2, wm=4, wn=4, kstage=1,
+             nbuf=4, skip=True, cpre=True)]],
     ('mma-dense', dict(mwarps=2, nwarps=2, ntile=4, kstage=4), 'mma w2'),
     ('mma-dense', dict(mwarps=4, nwarps=1, ntile=4, kstage=4), 'mma w2'),
     ('mma-dense', dict(mwarps=4, nwarps=2, ntile=2, kstage=4), 'mma w2'),
@@ -74,12 +108,26 @@ CANDIDATES = [
     ('cstream-mblock', dict(width=2, groups=32, ld='nc'), 'w2 bigm stream'),
     ('cstream-ksplit', dict(ksplit=2), 'stream'),
     ('cstream-ksplit', dict(ksplit=4), 'stream'),
+    # the sparser big operators (prisms): the tensor cores skip A's zero
+    # slabs; offered after the streaming families
+    *[('mma-gemm', p, 'gemmsparse sm90 w2') for p in [
+        dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
+             nbuf=3, skip=True, cpre=True),
+        dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=1,
+             nbuf=4, skip=True, cpre=True),
+        dict(shape='m16n8k8', mwarps=2, nwarps=4, wm=2, wn=4, kstage=1,
+             nbuf=3, skip=True, cpre=True)]],
 ]
 
 # Where mma-dense is offered, the unrolled streaming families are not for
 # operators with more non-zeros than this: they lose to the tensor cores
 # there and take minutes each to compile.
 MAX_STREAM_NNZ_DENSE = 8192
+
+# mma-gemm is also offered (after the streaming families) for f64 operators
+# below the dense threshold with at least this many non-zeros and density.
+GEMM_SPARSE_MIN_NNZ = 4096
+GEMM_SPARSE_MIN_DENSITY = 0.04
 
 # Streaming families run this many threads per block.
 STREAM_BLOCK = 128
@@ -96,6 +144,12 @@ def _gates(mm, dtype, cc):
         'bigm': mm.info.m > 64,
         'stream': not (mma_offered and mm.info.nnz > MAX_STREAM_NNZ_DENSE),
         'mma': mma_offered,
+        'mma90': mma_offered and cc >= (9, 0),
+        'sm90': cc >= (9, 0),
+        'gemmsparse': (dtype == np.float64 and cc >= (8, 0)
+                       and not mma_worth_it(mm.info)
+                       and mm.info.nnz >= GEMM_SPARSE_MIN_NNZ
+                       and mm.info.density >= GEMM_SPARSE_MIN_DENSITY),
     }
 
 
@@ -174,6 +228,10 @@ class CUDAMatMul(MatMul):
             return margin + words*max(len(ld) + nown for ld in plan.loads)
         if cand.family == 'mma-dense':
             return margin + 2*mma_accumulators(self.A, p) + 2*p['ntile']
+        if cand.family == 'mma-gemm':
+            # accumulators and one k-step's A and B fragments (f64)
+            P = self._gemm_plan(p, table=False)
+            return 32 + 2*(P.wm*P.wn*P.nc + P.wm*P.na + P.wn*P.nb)
         raise ValueError(f'unknown CUDA family {cand.family!r}')
 
     # -- geometry and template contexts per family -----------------------
@@ -194,6 +252,9 @@ class CUDAMatMul(MatMul):
             g = mma_geometry(self.A, p['mwarps'], p['nwarps'], p['ntile'],
                              p['kstage'])
             return g['block'], g['shared'], 1
+        if cand.family == 'mma-gemm':
+            P = self._gemm_plan(p, table=False)
+            return (P.nthreads, 1, 1), P.shared, 1
         raise ValueError(f'unknown CUDA family {cand.family!r}')
 
     def _context(self, cand, dtype):
@@ -224,7 +285,16 @@ class CUDAMatMul(MatMul):
         elif cand.family == 'mma-dense':
             ctx['plan'] = mma_plan(self.A, p['mwarps'], p['nwarps'],
                                    p['ntile'], p['kstage'])
+        elif cand.family == 'mma-gemm':
+            ctx['plan'] = self._gemm_plan(p)
         return ctx, block, shared, width
+
+    def _gemm_plan(self, p, table=True):
+        """The mma-gemm plan of a candidate's parameters (without the
+        baked table where only the geometry is needed)."""
+        if table:
+            return gemm_plan(self.A, **p)
+        return gemm_plan(np.zeros((self.info.m, self.info.k)), **p)
 
     def render(self, cand, dtype, kname='gimmik_mm'):
         src, meta = super().render(cand, dtype, kname)
@@ -234,6 +304,10 @@ class CUDAMatMul(MatMul):
             meta['cols_per_block'] = MMA_N*p['nwarps']*p['ntile']
         if cand.family == 'cstream-mblock':
             meta['row_groups'] = p['groups']
+        if cand.family == 'mma-gemm':
+            P = self._gemm_plan(p, table=False)
+            meta['cols_per_block'] = P.BN
+            meta['row_groups'] = P.nmb
         if self.baked_n:   # the extra keys above change the grid
             meta['grid'] = self.launch_config(meta, self.n)[0]
         return src, meta
@@ -381,3 +455,217 @@ def mma_reference(plan, A, B):
                 C[rows, nt*MMA_N + 2*(lanes % 4)] = acc[a][:, 0]
                 C[rows, nt*MMA_N + 2*(lanes % 4) + 1] = acc[a][:, 1]
     return C[:m]
+
+
+# -- mma-gemm: 2-D block tiling on the FP64 tensor cores ---------------------
+#
+# A block computes a BM x BN tile of C: its m-block of A's rows (blockIdx.x
+# modulo the m-block count, so the blocks sharing a B tile run together) and
+# BN columns.  The k loop runs over stages of BK rows; each stage's slice of
+# A (from a baked table) and of B is copied to shared memory with cp.async,
+# nbuf stages deep.  Warp (wy, wx) of the mwarps x nwarps grid owns wm MMA
+# m-tiles and wn 8-column n-tiles of the block's tile, with register
+# accumulators.
+#
+# Fragment layouts (PTX ISA, "Matrix fragments for mma.m8n8k4 / m16n8k4 /
+# m16n8k8 / m16n8k16" with .f64), g = lane/4, t = lane%4:
+#   m8n8k4:   A: a0 = A[g][t];  B: b0 = B[t][g];  C: c_i = C[g][2t + i]
+#   m16n8kK:  A: a_i = A[g + 8(i%2)][t + 4(i/2)], i < K/2;
+#             B: b_i = B[t + 4i][g], i < K/4;
+#             C: c_i = C[g + 8(i/2)][2t + i%2], i < 4.
+# The m16n8k* shapes are sm_90 (PTX ISA 7.8).
+
+GEMM_SHAPES = {'m8n8k4': (8, 4), 'm16n8k4': (16, 4), 'm16n8k8': (16, 8),
+               'm16n8k16': (16, 16)}
+GEMM_SM90 = frozenset({'m16n8k4', 'm16n8k8', 'm16n8k16'})
+
+
+def gemm_coords(shape):
+    """Per-lane (row, column) of each fragment value of an MMA shape:
+    three int arrays (32, na, 2), (32, nb, 2), (32, nc, 2) for A, B, C."""
+    mt, kt = GEMM_SHAPES[shape]
+    lanes = np.arange(32)
+    g, t = lanes // 4, lanes % 4
+    if mt == 8:
+        a = [(g, t)]
+        c = [(g, 2*t), (g, 2*t + 1)]
+    else:
+        a = [(g + 8*(i % 2), t + 4*(i // 2)) for i in range(kt // 2)]
+        c = [(g + 8*(i // 2), 2*t + i % 2) for i in range(4)]
+    b = [(t + 4*i, g) for i in range(kt // 4)]
+
+    def pack(rc):
+        return np.stack([np.stack(x, axis=1) for x in rc], axis=1)
+    return pack(a), pack(b), pack(c)
+
+
+def gemm_model(shape, afrag, bfrag, cfrag):
+    """NumPy model of one f64 mma of `shape` on per-lane fragments afrag
+    (32, na), bfrag (32, nb), cfrag (32, nc); returns dfrag (32, nc)."""
+    mt, kt = GEMM_SHAPES[shape]
+    ac, bc, cc = gemm_coords(shape)
+    a = np.zeros((mt, kt))
+    b = np.zeros((kt, MMA_N))
+    c = np.zeros((mt, MMA_N))
+    a[ac[..., 0], ac[..., 1]] = afrag
+    b[bc[..., 0], bc[..., 1]] = bfrag
+    c[cc[..., 0], cc[..., 1]] = cfrag
+    d = a @ b + c
+    return d[cc[..., 0], cc[..., 1]]
+
+
+@dataclass
+class GemmPlan:
+    """mma-gemm: see the comment above.  The k range is cut in stages of BK
+    columns of A; m-block mb runs only its cnt[mb] stages where its BM x BK
+    slab of A has a non-zero, the stage indices kidx[mb][:cnt[mb]] (full:
+    every m-block runs every stage).  table is A baked as
+    [m-block][slot][wy][k-step][m-tile][pair j][lane][v] (v = 2 values,
+    1 for m8n8k4): a slot's slice of an m-block is contiguous (one linear
+    cp.async copy) and each warp-wide fragment load reads 32 consecutive
+    v-vectors (no bank conflicts).  Rows beyond m and columns beyond k are
+    zero."""
+    shape: str
+    MT: int
+    KT: int
+    na: int
+    nb: int
+    nc: int
+    v: int
+    mwarps: int
+    nwarps: int
+    wm: int
+    wn: int
+    kstage: int
+    nbuf: int
+    nmb: int
+    nstages: int
+    BM: int
+    BN: int
+    BK: int
+    stride: int
+    skip: bool
+    cpre: bool
+    nslot: int
+    cnt: np.ndarray
+    kidx: np.ndarray
+    table: np.ndarray
+
+    @property
+    def nthreads(self):
+        return WARP*self.mwarps*self.nwarps
+
+    @property
+    def shared(self):
+        return 8*self.nbuf*(self.BM*self.BK + self.BK*self.stride)
+
+    @property
+    def full(self):
+        return bool((self.cnt == self.nstages).all())
+
+    def a_offset(self, s, wy, ks, mt, j):
+        """Offset in one m-block's table (and, less s*BM*BK, in a shared
+        stage) of the fragment vectors j of lane 0 for slot s, warp row wy,
+        k-step ks and m-tile mt; lane l's vector is at + l*v."""
+        npair = self.na // self.v
+        return (s*self.BM*self.BK
+                + (((wy*self.kstage + ks)*self.wm + mt)*npair + j)
+                * 32*self.v)
+
+
+def gemm_geometry(m, k, shape, mwarps, nwarps, wm, wn, kstage, nbuf):
+    """(effective wm, m-blocks, stages, BM, BN, BK, B row stride): wm is
+    cut down to spread A's m-tiles evenly over the fewest m-blocks."""
+    mt, kt = GEMM_SHAPES[shape]
+    nmt = -(-m // mt)
+    nmb = -(-nmt // (mwarps*wm))
+    wm = -(-nmt // (nmb*mwarps))
+    BK = kt*kstage
+    BN = MMA_N*nwarps*wn
+    return (wm, nmb, -(-k // BK), mwarps*wm*mt, BN, BK, mma_row_stride(BN))
+
+
+def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
+              cpre=False):
+    """The mma-gemm plan: skip, run only the stages where an m-block's
+    slab of A has a non-zero; cpre, start the accumulators from beta*C
+    (read before the k loop) instead of adding it at the end."""
+    m, k = A.shape
+    MT, KT = GEMM_SHAPES[shape]
+    wm, nmb, nst, BM, BN, BK, S = gemm_geometry(m, k, shape, mwarps, nwarps,
+                                                wm, wn, kstage, nbuf)
+    ac, bc, cc = gemm_coords(shape)
+    na, nb, nc = ac.shape[1], bc.shape[1], cc.shape[1]
+    v = min(na, 2)
+    pad = np.zeros((nmb*BM, nst*BK))
+    pad[:m, :k] = A
+    # the stages each m-block needs: those where its slab has a non-zero
+    live = (pad != 0).reshape(nmb, BM, nst, BK).any(axis=(1, 3))
+    if not skip:
+        live[...] = True
+    cnt = live.sum(axis=1)
+    nslot = max(1, int(cnt.max()))
+    kidx = np.zeros((nmb, nslot), dtype=np.int64)
+    for mb in range(nmb):
+        kidx[mb, :cnt[mb]] = np.flatnonzero(live[mb])
+    # [mb, wy, mt, r, s, ks, c] -> [mb, s, wy, ks, mt, r, c]
+    T = pad.reshape(nmb, mwarps, wm, MT, nst, kstage, KT) \
+        .transpose(0, 4, 1, 5, 2, 3, 6)
+    F = T[..., ac[..., 0], ac[..., 1]]          # [..., lane, na]
+    F = F.reshape(F.shape[:-1] + (na // v, v))  # [..., lane, j, v]
+    F = np.swapaxes(F, -3, -2)                  # [..., j, lane, v]
+    # keep each m-block's live stages, in order, in its slots
+    Fc = np.zeros((nmb, nslot) + F.shape[2:])
+    for mb in range(nmb):
+        Fc[mb, :cnt[mb]] = F[mb, kidx[mb, :cnt[mb]]]
+    return GemmPlan(shape, MT, KT, na, nb, nc, v, mwarps, nwarps, wm, wn,
+                    kstage, nbuf, nmb, nst, BM, BN, BK, S, skip, cpre, nslot,
+                    cnt, kidx,
+                    Fc.reshape(-1))
+
+
+def gemm_reference(plan, A, B):
+    """Evaluate A @ B (B of any width) the way the mma-gemm kernel does: per
+    block, warp, stage and k-step, fragments read from plan.table and from B
+    at the kernel's offsets, one NumPy-modelled mma at a time; for tests."""
+    P = plan
+    m, k = A.shape
+    n = B.shape[1]
+    lanes = np.arange(32)
+    g, t = lanes // 4, lanes % 4
+    nnb = -(-n // P.BN)
+    Bp = np.zeros((P.nstages*P.BK, nnb*P.BN))
+    Bp[:k, :n] = B
+    _, _, cc = gemm_coords(P.shape)
+    C = np.zeros((P.nmb*P.BM, nnb*P.BN))
+    per_mb = P.nslot*P.BM*P.BK
+    for mb in range(P.nmb):
+        tab = P.table[mb*per_mb:(mb + 1)*per_mb]
+        for nbk in range(nnb):
+            col0 = nbk*P.BN
+            for wy in range(P.mwarps):
+                for wx in range(P.nwarps):
+                    acc = np.zeros((P.wm, P.wn, 32, P.nc))
+                    for s in range(P.cnt[mb]):
+                        kst = P.kidx[mb, s]
+                        for ks in range(P.kstage):
+                            af = [np.concatenate(
+                                [tab[P.a_offset(s, wy, ks, mt, j)
+                                     + lanes[:, None]*P.v
+                                     + np.arange(P.v)]
+                                 for j in range(P.na // P.v)], axis=1)
+                                for mt in range(P.wm)]
+                            row = kst*P.BK + ks*P.KT + t
+                            for nt in range(P.wn):
+                                col = col0 + (wx*P.wn + nt)*MMA_N + g
+                                bf = np.stack([Bp[row + 4*i, col]
+                                               for i in range(P.nb)], axis=1)
+                                for mt in range(P.wm):
+                                    acc[mt, nt] = gemm_model(
+                                        P.shape, af[mt], bf, acc[mt, nt])
+                    for mt in range(P.wm):
+                        r0 = mb*P.BM + (wy*P.wm + mt)*P.MT
+                        for nt in range(P.wn):
+                            c0 = col0 + (wx*P.wn + nt)*MMA_N
+                            C[r0 + cc[..., 0], c0 + cc[..., 1]] = acc[mt, nt]
+    return C[:m, :n]

@@ -1,6 +1,7 @@
-"""CUDA generator: the candidate table and its gates, the mma-dense fragment
-bake against a NumPy model of mma.m8n8k4, and (where nvcc is installed)
-every candidate compiled for sm_80 and sm_90 with no local-memory spills.
+"""CUDA generator: the candidate table and its gates, the mma-dense and
+mma-gemm fragment bakes against NumPy models of the f64 MMAs (m8n8k4,
+m16n8k4/k8/k16), and (where nvcc is installed) every candidate compiled for
+sm_80 and sm_90 with no local-memory spills.
 
 Numerics on silicon are checked on the device (bench/cuda_bench.py --check);
 CI has no GPU."""
@@ -17,8 +18,10 @@ import pytest
 
 from conftest import random_operator
 from gimmik.validate import check_dtype
-from gimmik.cuda import (CUDAMatMul, MMA_K, MMA_M, MMA_N, mma_a_fragment,
-                         mma_model, mma_plan, mma_reference, mma_tiles)
+from gimmik.cuda import (CUDAMatMul, GEMM_SHAPES, MMA_K, MMA_M, MMA_N,
+                         gemm_coords, gemm_model, gemm_plan, gemm_reference,
+                         mma_a_fragment, mma_model, mma_plan, mma_reference,
+                         mma_tiles)
 
 MMA_SHAPES = [dict(mwarps=1, nwarps=1, ntile=1, kstage=1),
               dict(mwarps=2, nwarps=2, ntile=4, kstage=4),
@@ -92,6 +95,111 @@ def test_mma_bake_catches_a_wrong_layout(rng):
     assert np.abs(mma_reference(plan, A, B) - A @ B).max() > 1e-3
 
 
+# -- mma-gemm: the fragment layouts and the bake ---------------------------
+@pytest.mark.parametrize('shape', sorted(GEMM_SHAPES))
+def test_gemm_coords_cover_each_element_once(shape):
+    """Every element of the A (MT x KT), B (KT x 8) and C (MT x 8) tiles is
+    held by exactly one (lane, value)."""
+    mt, kt = GEMM_SHAPES[shape]
+    for rc, dims in zip(gemm_coords(shape), ((mt, kt), (kt, MMA_N),
+                                              (mt, MMA_N))):
+        seen = np.zeros(dims, int)
+        np.add.at(seen, (rc[..., 0], rc[..., 1]), 1)
+        assert (seen == 1).all()
+
+
+def test_gemm_coords_are_the_ptx_layout():
+    """Spot checks written out from the PTX ISA tables (.f64), g = lane/4,
+    t = lane%4: m16n8k8 a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4);
+    b0 (t, g), b1 (t+4, g); c0 (g, 2t), c1 (g, 2t+1), c2 (g+8, 2t);
+    m16n8k16 a5 (g+8, t+8), b3 (t+12, g); m8n8k4 as mma_model."""
+    a, b, c = gemm_coords('m16n8k8')
+    lane = 13                      # g = 3, t = 1
+    assert [tuple(x) for x in a[lane]] == [(3, 1), (11, 1), (3, 5), (11, 5)]
+    assert [tuple(x) for x in b[lane]] == [(1, 3), (5, 3)]
+    assert [tuple(x) for x in c[lane]] == [(3, 2), (3, 3), (11, 2), (11, 3)]
+    a, b, _ = gemm_coords('m16n8k16')
+    assert tuple(a[lane, 5]) == (11, 9) and tuple(b[lane, 3]) == (13, 3)
+    a, b, _ = gemm_coords('m16n8k4')
+    assert [tuple(x) for x in a[lane]] == [(3, 1), (11, 1)]
+
+
+def test_gemm_model_m8n8k4_is_mma_model(rng):
+    """The generic model agrees with mma-dense's m8n8k4 model."""
+    af, bf = rng.standard_normal(32), rng.standard_normal(32)
+    cf = rng.standard_normal((32, 2))
+    np.testing.assert_allclose(gemm_model('m8n8k4', af[:, None],
+                                          bf[:, None], cf),
+                               mma_model(af, bf, cf), rtol=1e-14, atol=1e-14)
+
+
+GEMM_GEOMS = [dict(mwarps=1, nwarps=1, wm=1, wn=1, kstage=1, nbuf=2),
+              dict(mwarps=2, nwarps=2, wm=2, wn=2, kstage=2, nbuf=3),
+              dict(mwarps=2, nwarps=1, wm=3, wn=2, kstage=1, nbuf=4)]
+
+
+@pytest.mark.parametrize('shape', sorted(GEMM_SHAPES))
+@pytest.mark.parametrize('geom', GEMM_GEOMS)
+@pytest.mark.parametrize('mk', [(37, 45), (70, 24), (9, 130)])
+@pytest.mark.parametrize('skip', [False, True])
+def test_gemm_bake_reproduces_product(rng, shape, geom, mk, skip):
+    """The kernel's sequence of mmas, replayed on the baked table and B
+    with the NumPy model, gives A @ B for ragged m, k and n; with skip the
+    zero slabs of A are left out and the result is the same."""
+    m, k = mk
+    A = random_operator(rng, m, k, density=0.9)
+    A[:m // 2, k // 3:] = 0.0      # zero slabs for the upper m-blocks
+    A[-1, 0] = 0.5
+    plan = gemm_plan(A, shape, skip=skip, **geom)
+    n = plan.BN + 3                # a ragged second column block
+    B = rng.standard_normal((k, n))
+    ref = A @ B
+    err = np.abs(gemm_reference(plan, A, B) - ref).max() / np.abs(ref).max()
+    assert err <= 1e-13
+    assert plan.table.size == plan.nmb*plan.nslot*plan.BM*plan.BK
+    assert plan.nmb*plan.BM >= m and plan.nstages*plan.BK >= k
+    assert (plan.nmb - 1)*plan.BM < m
+    if not skip:
+        assert plan.full and (plan.cnt == plan.nstages).all()
+    for mb in range(plan.nmb):     # live stages: increasing, in range
+        ks = plan.kidx[mb, :plan.cnt[mb]]
+        assert (np.diff(ks) > 0).all() and (ks < plan.nstages).all()
+
+
+def test_gemm_skip_leaves_out_zero_slabs():
+    A = np.zeros((64, 64))
+    A[:16, :8] = 1.0               # m-block 0, stage 0 only
+    A[40:, 50:] = 2.0              # m-block 1, the last stages
+    plan = gemm_plan(A, 'm16n8k8', mwarps=2, nwarps=1, wm=1, wn=1,
+                     kstage=1, nbuf=2, skip=True)
+    assert plan.nmb == 2 and plan.nstages == 8
+    assert plan.cnt.tolist() == [1, 2]
+    assert plan.kidx[0, 0] == 0 and plan.kidx[1].tolist() == [6, 7]
+    assert not plan.full and plan.nslot == 2
+
+
+@pytest.mark.parametrize('shape', ['m8n8k4', 'm16n8k8', 'm16n8k16'])
+def test_gemm_bake_catches_a_wrong_layout(rng, shape):
+    """The model test can fail: A fragments baked with another lane
+    mapping (lanes transposed within a fragment, or the values of a lane
+    out of order) give a wrong C."""
+    A = rng.standard_normal((32, 32))
+    geom = dict(mwarps=2, nwarps=1, wm=1, wn=1, kstage=1, nbuf=2)
+    B = rng.standard_normal((32, 8))
+    plan = gemm_plan(A, shape, **geom)
+    assert np.abs(gemm_reference(plan, A, B) - A @ B).max() < 1e-12
+    lanes = np.arange(32)
+    wrong = (lanes % 4)*8 + lanes // 4
+    bad = gemm_plan(A, shape, **geom)
+    t = bad.table.reshape(-1, 32, bad.v)
+    bad.table = t[:, wrong].reshape(-1)
+    assert np.abs(gemm_reference(bad, A, B) - A @ B).max() > 1e-3
+    if bad.v == 2:
+        bad = gemm_plan(A, shape, **geom)
+        bad.table = bad.table.reshape(-1, 2)[:, ::-1].reshape(-1)
+        assert np.abs(gemm_reference(bad, A, B) - A @ B).max() > 1e-3
+
+
 # -- the candidate table ---------------------------------------------------
 def _variants(A, dtype='float64', **kw):
     cc = kw.pop('compute_capability', (9, 0))
@@ -104,14 +212,38 @@ def test_mma_dense_offered_only_where_it_applies(rng):
     sparse = random_operator(rng, 84, 84, 0.05)
     has = lambda v: any(x.startswith('mma-dense') for x in v)  # noqa: E731
     assert has(_variants(dense, aligne=2))
+    gemm = lambda v, s: any(x.startswith('mma-gemm') and s in x  # noqa: E731
+                            for x in v)
+    assert gemm(_variants(dense, aligne=2), 'm16n8k8')
+    # sm_80: only m8n8k4, no Hopper shapes
+    v80 = _variants(dense, aligne=2, compute_capability=(8, 0))
+    assert gemm(v80, 'm8n8k4') and not gemm(v80, 'm16n8')
     assert has(_variants(dense, aligne=2, compute_capability=(8, 0)))
     assert not has(_variants(dense, aligne=2, compute_capability=(7, 5)))
     assert not has(_variants(dense, 'float32', aligne=2))
     assert not has(_variants(dense))              # no even alignment
     assert not has(_variants(sparse, aligne=2))
-    # where mma-dense is offered first, big streaming kernels are not
+    # where the mma families are offered first, big streaming kernels
+    # are not
     big = _variants(rng.standard_normal((140, 420)), aligne=2)
-    assert big and all(v.startswith('mma-dense') for v in big)
+    assert big and all(v.startswith('mma-') for v in big)
+    assert big[0].startswith('mma-gemm')
+
+
+def test_gemm_offered_late_for_sparser_big_operators(rng):
+    """Prism-like operators (about 10% dense, many non-zeros) get the
+    skipping mma-gemm after the streaming families; very sparse ones not."""
+    pri = random_operator(rng, 400, 150, 0.12)
+    v = _variants(pri, aligne=2)
+    first = next(i for i, x in enumerate(v) if x.startswith('mma-gemm'))
+    assert first > 0 and all('skip' in x for x in v[first:]
+                              if x.startswith('mma-gemm'))
+    assert not any(x.startswith('mma-') for x in v[:first])
+    assert not any(x.startswith('mma-gemm') for x in
+                   _variants(pri, aligne=2, compute_capability=(8, 0)))
+    hexlike = random_operator(rng, 1029, 343, 0.02)
+    assert not any(x.startswith('mma-gemm')
+                   for x in _variants(hexlike, aligne=2))
 
 
 def test_candidates_unique_and_width2_needs_alignment(rng):
@@ -148,7 +280,9 @@ def test_launch_config_covers_columns(rng):
     for src, meta in CUDAMatMul(A, aligne=2).kernels('float64'):
         grid, block = CUDAMatMul.launch_config(meta, 1001)
         cols = meta.get('cols_per_block') or block[0]*meta['width']
-        assert (grid[0] - 1)*cols < 1001 <= grid[0]*cols
+        groups = meta.get('row_groups', 1)
+        assert grid[0] % groups == 0
+        assert (grid[0]//groups - 1)*cols < 1001 <= grid[0]//groups*cols
         assert f'__launch_bounds__({block[0]*block[1]*block[2]}' in src
 
 
@@ -244,3 +378,47 @@ def test_every_candidate_compiles_without_spills(rng):
 @pytest.mark.skipif(NVCC is None, reason='nvcc is not installed')
 def test_big_candidates_compile_without_spills(rng):
     _check_no_spills(_full_cases(rng))
+
+
+def _gemm90_cases(rng):
+    """Operators whose sm_90 candidates include every mma-gemm code path:
+    the Hopper shapes, ragged m and k, beta 0 / 1 / other, baked n, zero
+    slabs skipped, an m-block with no live stage."""
+    slabs = rng.standard_normal((150, 70))
+    slabs[:64, :] = 0.0
+    slabs[100:, 60:] = 0.0
+    return [('gemm-baked-beta', rng.standard_normal((150, 70)), -0.5,
+             'float64', {'aligne': 2, 'n': 1001, 'ldb': 1002, 'ldc': 1004}),
+            ('gemm-slabs-beta1', slabs, 1.0, 'float64', {'aligne': 2}),
+            ('gemm-prism-like', random_operator(rng, 400, 150, 0.12), 0.0,
+             'float64', {'aligne': 2})]
+
+
+@pytest.mark.skipif(NVCC is None, reason='nvcc is not installed')
+def test_gemm_sm90_candidates_compile_without_spills(rng):
+    """mma-gemm's sm_90 candidates (compute capability 9.0) build for
+    sm_90 with no spills."""
+    jobs = []
+    for label, A, beta, dtype, sizes in _gemm90_cases(rng):
+        mm = CUDAMatMul(A, beta=beta, **sizes)
+        dt = check_dtype(dtype)
+        cands = [c for c in mm._candidates(dt, (9, 0))
+                 if c.family == 'mma-gemm']
+        assert cands
+        if label == 'gemm-slabs-beta1':     # the skipping code is built
+            assert not all(mm._gemm_plan(c.params).full for c in cands)
+        srcs, names = [], {}
+        for i, cand in enumerate(cands):
+            src, meta = mm.render(cand, dt, f'k{i}')
+            srcs.append(src)
+            names[f'k{i}'] = meta['variant']
+        jobs.append((label, srcs, names))
+    with cf.ThreadPoolExecutor(2) as pool:
+        futs = [(j, pool.submit(ptxas_report, j[1], 'sm_90')) for j in jobs]
+        for (label, srcs, names), fut in futs:
+            rep = fut.result()
+            assert set(rep) == set(names), f'{label}: missing kernels'
+            for kname, (stack, st, ld) in rep.items():
+                assert (stack, st, ld) == (0, 0, 0), \
+                    (f'{label} sm_90 {names[kname]}: {stack} bytes stack, '
+                     f'{st}/{ld} bytes spilled')
