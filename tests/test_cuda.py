@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from conftest import random_operator
+from gimmik.base import Candidate
 from gimmik.validate import check_dtype
 from gimmik.cuda import (CUDAMatMul, GEMM_SHAPES, MMA_K, MMA_M, MMA_N,
                          gemm_coords, gemm_model, gemm_plan, gemm_reference,
@@ -422,3 +423,245 @@ def test_gemm_sm90_candidates_compile_without_spills(rng):
                 assert (stack, st, ld) == (0, 0, 0), \
                     (f'{label} sm_90 {names[kname]}: {stack} bytes stack, '
                      f'{st}/{ld} bytes spilled')
+
+
+# -- mma-gemm run on the CPU: the generated CUDA source, emulated ------------
+#
+# No GPU in CI, so the mma-gemm source itself is compiled with g++ against a
+# small emulation of what it uses: each block's threads run as OS threads
+# (blocks one after another), __syncthreads is a barrier, the warp-wide mma
+# exchanges the lanes' fragments through memory (layouts written out again
+# here in C++ from the PTX ISA tables), cp.async is a synchronous copy with
+# the same zero fill, shared memory starts as NaN.
+GXX = shutil.which('g++')
+
+EMU_HEADER = r'''
+#include <barrier>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __restrict__
+#define __constant__
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __align__(x) __attribute__((aligned(x)))
+struct __attribute__((aligned(16))) double2 { double x, y; };
+struct dim3_ { int x = 0, y = 0, z = 0; };
+thread_local dim3_ threadIdx, blockIdx;
+static std::barrier<>* emu_block;
+struct EmuWarp { double a[32][8], b[32][4]; std::barrier<>* bar; };
+static EmuWarp emu_warps[32];
+static inline void __syncthreads() { emu_block->arrive_and_wait(); }
+template <class T> static inline T __ldcs(const T* p) { return *p; }
+template <class T> static inline T __ldg(const T* p) { return *p; }
+template <class T> static inline void __stcs(T* p, T v) { *p = v; }
+static inline void emu_cp16(double* dst, const double* src, int bytes)
+{
+    std::memset(dst, 0, 16);
+    std::memcpy(dst, src, bytes);
+}
+// D += A*B for one f64 mma of shape MT x 8 x KT over the warp.
+static void emu_mma(int MT, int KT, double* d, const double* a,
+                    const double* b)
+{
+    const int lane = threadIdx.x % 32;
+    EmuWarp& w = emu_warps[threadIdx.x / 32];
+    const int na = MT*KT/32, nb = KT/4, nc = MT/4;
+    for (int i = 0; i < na; ++i) w.a[lane][i] = a[i];
+    for (int i = 0; i < nb; ++i) w.b[lane][i] = b[i];
+    w.bar->arrive_and_wait();
+    double A[16][16], B[16][8];
+    for (int l = 0; l < 32; ++l)
+    {
+        const int g = l / 4, t = l % 4;
+        for (int i = 0; i < na; ++i)
+        {
+            if (MT == 8)
+                A[g][t] = w.a[l][i];
+            else
+                A[g + 8*(i % 2)][t + 4*(i / 2)] = w.a[l][i];
+        }
+        for (int i = 0; i < nb; ++i)
+            B[t + 4*i][g] = w.b[l][i];
+    }
+    w.bar->arrive_and_wait();
+    const int g = lane / 4, t = lane % 4;
+    for (int i = 0; i < nc; ++i)
+    {
+        const int r = MT == 8 ? g : g + 8*(i / 2);
+        const int c = MT == 8 ? 2*t + i : 2*t + i % 2;
+        for (int k = 0; k < KT; ++k)
+            d[i] += A[r][k]*B[k][c];
+    }
+}
+'''
+
+EMU_MAIN = r'''
+int main(int argc, char** argv)
+{
+    const int n = atoi(argv[1]), ldb = atoi(argv[2]), ldc = atoi(argv[3]);
+    const int k = atoi(argv[4]), m = atoi(argv[5]);
+    const int grid = atoi(argv[6]), nthreads = atoi(argv[7]);
+    std::vector<double> b((size_t) k*ldb), c((size_t) m*ldc);
+    FILE* f = fopen(argv[8], "rb");
+    if (fread(b.data(), 8, b.size(), f) != b.size()
+        || fread(c.data(), 8, c.size(), f) != c.size())
+        return 2;
+    fclose(f);
+    for (int w = 0; w < 32; ++w)
+        emu_warps[w].bar = new std::barrier<>(32);
+    for (int blk = 0; blk < grid; ++blk)
+    {
+        std::barrier<> bar(nthreads);
+        emu_block = &bar;
+        std::vector<std::thread> th;
+        for (int t = 0; t < nthreads; ++t)
+            th.emplace_back([&, t] {
+                threadIdx.x = t;
+                blockIdx.x = blk;
+                CALL;
+            });
+        for (auto& x : th)
+            x.join();
+    }
+    f = fopen(argv[9], "wb");
+    fwrite(c.data(), 8, c.size(), f);
+    fclose(f);
+    return 0;
+}
+'''
+
+
+def emulate(src, meta, B, C, n, ldb, ldc, tmp):
+    """Run a rendered mma-gemm kernel on the CPU; B and C are the full
+    (k x ldb, m x ldc) arrays; returns C after the kernel."""
+    shape = meta['params']['shape']
+    mt, kt = GEMM_SHAPES[shape]
+    kname = meta['kname']
+    head = r'static __device__ __forceinline__ void\n(\w+)'
+    src = re.sub(head + r'_mma\(.*?\n\}\n',
+                 lambda mo: f'static inline void {mo.group(1)}_mma('
+                 f'double* d, const double* a, const double* b)\n'
+                 f'{{ emu_mma({mt}, {kt}, d, a, b); }}\n', src, flags=re.S)
+    src = re.sub(head + r'_cp16\(.*?\n\}\n',
+                 lambda mo: f'static inline void {mo.group(1)}_cp16('
+                 'double* dst, const double* s, int bytes)\n'
+                 '{ emu_cp16(dst, s, bytes); }\n', src, flags=re.S)
+    src = re.sub(r'asm volatile\("cp\.async\.[a-z_]+( \d+)?;" ::: "memory"\);',
+                 '', src)
+    assert 'asm' not in src
+    # shared memory starts as NaN in every block
+    src = re.sub(r'(__shared__ __align__\(16\) double (\w+)(\[\w+\])+;)',
+                 r'\1 if (threadIdx.x == 0) std::fill_n((double*) \2, '
+                 r'sizeof(\2)/8, NAN); __syncthreads();', src)
+    src = src.replace('extern "C" ', '')
+    args = ('b.data(), c.data()' if meta['n'] is not None else
+            'n, b.data(), ldb, c.data(), ldc')
+    main = EMU_MAIN.replace('CALL', f'{kname}({args})')
+    cpp = os.path.join(tmp, 'k.cpp')
+    with open(cpp, 'w') as f:
+        f.write(EMU_HEADER + '#include <algorithm>\n' + src + main)
+    exe = os.path.join(tmp, 'k')
+    p = subprocess.run([GXX, '-std=c++20', '-O1', '-pthread', '-w', '-o',
+                        exe, cpp], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    grid, block = CUDAMatMul.launch_config(meta, n)
+    inp, out = os.path.join(tmp, 'in'), os.path.join(tmp, 'out')
+    with open(inp, 'wb') as f:
+        f.write(np.ascontiguousarray(B).tobytes())
+        f.write(np.ascontiguousarray(C).tobytes())
+    m, k = meta['m'], meta['k']
+    p = subprocess.run([exe, str(n), str(ldb), str(ldc), str(k), str(m),
+                        str(grid[0]), str(block[0]), inp, out],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return np.fromfile(out).reshape(C.shape)
+
+
+GEMM_EMU = [  # (shape params, operator, beta, baked)
+    (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
+          nbuf=3), 'dense', 0.0, False),
+    (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
+          nbuf=3, skip=True, cpre=True), 'slabs', 1.0, False),
+    (dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=1,
+          nbuf=4, skip=True, cpre=True), 'slabs', -0.5, True),
+    (dict(shape='m16n8k16', mwarps=2, nwarps=2, wm=2, wn=4, kstage=1,
+          nbuf=2), 'dense', -0.5, True),
+    (dict(shape='m8n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
+          nbuf=3), 'slabs', 1.0, False),
+    (dict(shape='m16n8k4', mwarps=4, nwarps=2, wm=4, wn=4, kstage=1,
+          nbuf=4, skip=True, cpre=True), 'dense', 0.0, False),
+]
+
+
+@pytest.mark.skipif(GXX is None, reason='g++ is not installed')
+@pytest.mark.parametrize('case', range(len(GEMM_EMU)))
+def test_gemm_kernel_emulated(rng, case):
+    """The generated mma-gemm kernel, run on the CPU, computes
+    C = A*B + beta*C: ragged m, k and n (two column blocks, the last one
+    odd), padded strides left alone, every element of C written, zero slabs
+    skipped and an m-block with no live stage."""
+    params, kind, beta, baked = GEMM_EMU[case]
+    m, k = (270, 45) if kind == 'dense' else (200, 45)
+    A = rng.standard_normal((m, k))
+    if kind == 'slabs':
+        A[:128, :] = 0.0           # m-block(s) with no live stage
+        A[128:, 40:] = 0.0         # dead stages for the others, the
+        A[128:, :8] = 0.0          # first one too
+    mm0 = CUDAMatMul(A, beta=beta, aligne=2)
+    bn = mm0._gemm_plan(params, table=False).BN
+    n = bn + 5
+    ldb, ldc = n + 3, n + 7
+    ldb, ldc = ldb + ldb % 2, ldc + ldc % 2
+    sizes = dict(n=n, ldb=ldb, ldc=ldc) if baked else {}
+    mm = CUDAMatMul(A, beta=beta, aligne=2, **sizes)
+    cand = Candidate('mma-gemm', params, {'compute_capability': (9, 0)})
+    src, meta = mm.render(cand, np.float64, 'k0')
+    Bf = np.full((k, ldb), 7.0)
+    Bf[:, :n] = rng.standard_normal((k, n))
+    Cf = np.full((m, ldc), 9.0)
+    Cf[:, :n] = rng.standard_normal((m, n))
+    ref = A @ Bf[:, :n] + beta*Cf[:, :n]
+    if beta == 0:
+        Cf[:, :n] = np.nan
+    plan = mm._gemm_plan(params)
+    assert plan.nmb > 1
+    if kind == 'slabs' and params.get('skip'):
+        assert plan.cnt.min() == 0 and not plan.full
+    with tempfile.TemporaryDirectory() as tmp:
+        out = emulate(src, meta, Bf, Cf, n, ldb, ldc, tmp)
+    assert np.isfinite(out[:, :n]).all()
+    assert np.abs(out[:, :n] - ref).max() <= 1e-13*np.abs(ref).max()
+    assert (out[:, n:] == 9.0).all()
+
+
+@pytest.mark.skipif(GXX is None, reason='g++ is not installed')
+@pytest.mark.parametrize('wrong', [
+    ('const int g = lane / 4, t4 = lane % 4;',
+     'const int t4 = lane / 8, g = lane % 8;'),     # lanes transposed
+    ('const int kst = kidx[sn];', 'const int kst = sn;')])  # slots ignored
+def test_gemm_emulation_catches_a_wrong_kernel(rng, wrong):
+    """The emulated run can fail: a kernel with its lanes mapped wrongly,
+    or reading B at the slot instead of the live stage, gives a wrong C."""
+    params = dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4,
+                  kstage=1, nbuf=3, skip=True, cpre=True)
+    A = rng.standard_normal((200, 45))
+    A[:128, :] = 0.0
+    A[128:, 40:] = 0.0
+    A[128:, :8] = 0.0
+    mm = CUDAMatMul(A, beta=1.0, aligne=2)
+    cand = Candidate('mma-gemm', params, {'compute_capability': (9, 0)})
+    src, meta = mm.render(cand, np.float64, 'k0')
+    assert wrong[0] in src
+    src = src.replace(*wrong)
+    n = 70
+    B, C = rng.standard_normal((45, n)), rng.standard_normal((200, n))
+    with tempfile.TemporaryDirectory() as tmp:
+        out = emulate(src, meta, B, C.copy(), n, n, n, tmp)
+    assert np.abs(out - (A @ B + C)).max() > 1e-3
