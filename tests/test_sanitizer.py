@@ -107,7 +107,8 @@ C_JOBS = [
     dict(platform='c', m=7, k=5, density=0.5, dtype='float64', beta=0.5,
          n=130, baked=False, seed=4),
     dict(platform='c', m=12, k=10, density=0.4, dtype='float32', beta=0.0,
-         n=67, baked=True, seed=5, variants=['cstream/', 'bstream/width16']),
+         n=67, baked=True, seed=5,
+         variants=['cstream/', 'bstream/width16', 'rowblock/rows6']),
 ]
 
 

@@ -16,6 +16,8 @@
 <%
     R = plan.rows
     p = kname
+    VBYTES = 32
+    VL = VBYTES // itemsize
     def ints(xs):
         return ', '.join(map(str, xs)) or '0'
 %>
@@ -31,22 +33,33 @@ static const ${dtype} ${p}_val[${max(1, len(plan.vals))}][${R}] = {
 % endif
 };
 
-// Rows g*${R} .. g*${R} + ${R - 1} of C at columns s0 .. s0 + nw - 1 (nw <= ${vw})
-// from packed B (bp at column s0); called with nw = ${vw} for all but the
-// last, partial, tile of a block.
+// ${VL}-wide vectors (GCC/Clang vector extensions), so that the register
+// tile is explicit rather than left to the auto-vectoriser's whims
+typedef ${dtype} ${p}_vec __attribute__((vector_size(${VBYTES})));
+
+// Rows g*${R} .. g*${R} + ${R - 1} of C at columns s0 .. s0 + ${vw - 1} from packed
+// B (bp at column s0, ${VBYTES}-byte aligned): ${R} x ${vw // VL} vector accumulators.
 static inline __attribute__((always_inline)) void
 ${p}_tile(const ${dtype}* restrict bp, ${dtype}* restrict c, long ldcl,
-${' '*len(p)}      int g, int s0, int nw)
+${' '*len(p)}      int g, int s0)
 {
-    ${dtype} acc[${R}][${vw}] = {{0}};
+    ${p}_vec acc[${R}][${vw // VL}];
+    #pragma GCC unroll ${R}
+    for (int r = 0; r < ${R}; r++)
+        #pragma GCC unroll ${vw // VL}
+        for (int v = 0; v < ${vw // VL}; v++)
+            acc[r][v] = (${p}_vec){0};
     for (int t = ${p}_ptr[g]; t < ${p}_ptr[g + 1]; t++)
     {
-        const ${dtype}* restrict bj = bp + ${p}_col[t]*${pstride};
+        const ${p}_vec* bj = (const ${p}_vec*) (bp + ${p}_col[t]*${pstride});
         #pragma GCC unroll ${R}
         for (int r = 0; r < ${R}; r++)
-            #pragma GCC unroll ${vw}
-            for (int w = 0; w < nw; w++)
-                acc[r][w] += ${p}_val[t][r]*bj[w];
+        {
+            const ${dtype} a = ${p}_val[t][r];
+            #pragma GCC unroll ${vw // VL}
+            for (int v = 0; v < ${vw // VL}; v++)
+                acc[r][v] += a*bj[v];
+        }
     }
     #pragma GCC unroll ${R}
     for (int r = 0; r < ${R}; r++)
@@ -56,7 +69,30 @@ ${' '*len(p)}      int g, int s0, int nw)
         if (i >= ${m})
             break;
 % endif
-        #pragma GCC unroll ${vw}
+        const ${dtype}* accr = (const ${dtype}*) acc[r];
+        #pragma omp simd
+        for (int w = 0; w < ${vw}; w++)
+${self.finish('i', 's0 + w', 'accr[w]')}\
+    }
+}
+
+// The same for the last, partial, tile of a block: nw < ${vw} columns.
+static void
+${p}_tail(const ${dtype}* restrict bp, ${dtype}* restrict c, long ldcl,
+${' '*len(p)}      int g, int s0, int nw)
+{
+    ${dtype} acc[${R}][${vw}] = {{0}};
+    for (int t = ${p}_ptr[g]; t < ${p}_ptr[g + 1]; t++)
+        for (int r = 0; r < ${R}; r++)
+            for (int w = 0; w < nw; w++)
+                acc[r][w] += ${p}_val[t][r]*bp[${p}_col[t]*${pstride} + w];
+    for (int r = 0; r < ${R}; r++)
+    {
+        const long i = (long) g*${R} + r;
+% if m % R:
+        if (i >= ${m})
+            break;
+% endif
         for (int w = 0; w < nw; w++)
 ${self.finish('i', 's0 + w', 'acc[r][w]')}\
     }
@@ -77,7 +113,7 @@ ${self.finish('i', 's0 + w', 'acc[r][w]')}\
         {
             int s0 = c0;
             for (; s0 + ${vw} <= c1; s0 += ${vw})
-                ${p}_tile(&bp[0][s0 - c0], c, ldcl, g, s0, ${vw});
+                ${p}_tile(&bp[0][s0 - c0], c, ldcl, g, s0);
             if (s0 < c1)
-                ${p}_tile(&bp[0][s0 - c0], c, ldcl, g, s0, c1 - s0);
+                ${p}_tail(&bp[0][s0 - c0], c, ldcl, g, s0, c1 - s0);
         }
