@@ -37,6 +37,10 @@ UNROLLED_MAX_NNZ = 1500
 # inside a core's L2 and any OpenMP thread's stack.
 ROWBLOCK_PACK = 192*1024
 
+# rowblock's accumulators are vectors of this many bytes (the template's
+# VBYTES): AVX2's ymm; GCC splits them on narrower machines.
+ROWBLOCK_VECTOR = 32
+
 # The C candidate table: family, parameters, gate (as in gimmik.hip).
 # Order is the order of offering.
 #   rowblock     looped: A as tables; B's used rows packed per block of
@@ -107,9 +111,13 @@ class CMatMul(MatMul):
         elif cand.family == 'rowblock':
             plan = plans.rowblock_plan(self.A, cand.params['rows'])
             vw = cand.params['vw']
+            if vw*size % ROWBLOCK_VECTOR:
+                raise AssertionError(f'{cand.variant}: vw must fill whole '
+                                     f'{ROWBLOCK_VECTOR}-byte vectors')
             width = rowblock_width(len(plan.bix), width, vw,
                                    np.dtype(dtype).itemsize)
-            ctx.update(plan=plan, vw=vw, pstride=width + 64 // size)
+            ctx.update(plan=plan, vw=vw, pstride=width + 64 // size,
+                       vbytes=ROWBLOCK_VECTOR)
         else:
             raise ValueError(f'unknown C family {cand.family!r}')
         return ctx, (1, 1, 1), 0, width

@@ -298,3 +298,14 @@ def test_copy_kernel_copies(rt):
     dst = np.full_like(src, np.nan)
     fn(1000, src.ctypes.data, dst.ctypes.data)
     assert np.array_equal(dst[:1000], src[:1000]) and np.isnan(dst[1000])
+
+
+def test_rowblock_rows_fill_whole_vectors():
+    from gimmik.c import ROWBLOCK_VECTOR
+    rows = [p for f, p, _ in CANDIDATES if f == 'rowblock']
+    assert rows
+    for p in rows:
+        for size in (4, 8):
+            assert p['vw']*size % ROWBLOCK_VECTOR == 0, p
+            # the packed block is a whole number of register tiles
+            assert rowblock_width(100, p['width'], p['vw'], size) % p['vw'] == 0

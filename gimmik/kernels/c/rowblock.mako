@@ -16,7 +16,7 @@
 <%
     R = plan.rows
     p = kname
-    VBYTES = 32
+    VBYTES = vbytes
     VL = VBYTES // itemsize
     def ints(xs):
         return ', '.join(map(str, xs)) or '0'
