@@ -104,6 +104,15 @@ ${self.prologue()}\
     const short* kidx = ${kname}_kidx + mb*${NSL};
 % endif
     double acc[${P.wm}][${P.wn}][${NC}];
+% if beta == 0 or not P.cpre:
+#pragma unroll
+    for (int i = 0; i < ${P.wm}; ++i)
+#pragma unroll
+        for (int j = 0; j < ${P.wn}; ++j)
+#pragma unroll
+            for (int q = 0; q < ${NC}; ++q)
+                acc[i][j][q] = 0.0;
+% else:
 % for mt in range(P.wm):
 % for h in range(NC // 2):
     {
@@ -113,9 +122,6 @@ ${self.prologue()}\
     a0, a1 = f'acc[{mt}][{nt}][{2*h}]', f'acc[{mt}][{nt}][{2*h + 1}]'
     sc = '' if beta == 1 else f'{betalit}*'
 %>\
-% if beta == 0 or not P.cpre:
-        ${a0} = ${a1} = 0.0;
-% else:
         {
             const int col = col0 + wx*${8*P.wn} + ${8*nt} + 2*t4;
             ${a0} = ${a1} = 0.0;
@@ -128,11 +134,11 @@ ${self.prologue()}\
             else if (row < ${m} && col < n)
                 ${a0} = ${sc}__ldcs(c + row*ldcl + col);
         }
-% endif
 % endfor
     }
 % endfor
 % endfor
+% endif
 
 % for s in range(NBUF - 1):
 % if s < NST and full:
