@@ -131,22 +131,31 @@ def rocm_path(rocm):
                 os.environ['ROCM_PATH'] = saved
 
 
+def hip_python(module, libname):
+    """hip-python's `module` ('hiprtc', 'hip'), imported (its library is
+    loaded lazily, at the first call), and the path of `libname` in the
+    rocm-sdk wheels hip-python may come with ('' when there are none).
+    Raises RuntimeUnavailable when hip-python is not installed."""
+    try:
+        mod = getattr(__import__('hip', fromlist=[module]), module)
+    except (ImportError, AttributeError) as e:
+        raise RuntimeUnavailable(f'hip-python is not installed ({e}); '
+                                 f'pip install hip-python') from e
+    try:
+        from rocm.bindings.util.paths import get_library_path
+        own = os.fsdecode(get_library_path(libname))
+    except ImportError:
+        own = ''
+    return mod, own
+
+
 def load():
     """hip-python's hiprtc module with its library loaded; returns
     (module, library path).  Raises RuntimeUnavailable if it cannot be."""
     with _lock:
         if 'hiprtc' in _state:
             return _state['hiprtc'], _state['path']
-        try:
-            from hip import hiprtc
-        except ImportError as e:
-            raise RuntimeUnavailable(f'hip-python is not installed ({e}); '
-                                     f'pip install hip-python') from e
-        try:
-            from rocm.bindings.util.paths import get_library_path
-            own = os.fsdecode(get_library_path('hiprtc'))
-        except ImportError:
-            own = ''
+        hiprtc, own = hip_python('hiprtc', 'hiprtc')
         if os.path.isabs(own) and os.path.isfile(own) \
                 and not os.environ.get(LIB_ENV):
             lib, rocm = own, None

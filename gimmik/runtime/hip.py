@@ -56,16 +56,8 @@ def load_hip():
     with _lock:
         if 'hip' in _state:
             return _state['hip']
-        try:
-            from hip import hip
-        except ImportError as e:
-            raise RuntimeUnavailable(f'hip-python is not installed ({e}); '
-                                     f'pip install hip-python') from e
-        try:
-            from rocm.bindings.util.paths import get_library_path
-            own = os.fsdecode(get_library_path('amdhip64'))
-        except ImportError:
-            own = ''
+        from gimmik.hiprtc import hip_python
+        hip, own = hip_python('hip', 'amdhip64')
         rocm = None
         if not (os.path.isabs(own) and os.path.isfile(own)):
             lib = _find_amdhip()
