@@ -45,14 +45,21 @@ CANDIDATES = [
     # mma-gemm: skip and cpre are dropped where they change nothing (beta
     # 0, no zero slab: see _gemm_params); the rows marked * were measured on
     # the H100 without them (bench/results/cuda-h100-mma-gemm.*), the others
-    # (128 x 128 and 256 x 64 tiles: less A and B traffic from L2) not yet.
+    # (128 x 128 and 256 x 64 tiles: less A and B traffic from L2; tiles:
+    # a block's pipeline runs on over several column tiles) not yet.
     *[('mma-gemm', dict(p, skip=True, cpre=True), gate) for p, gate in [
         (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
               nbuf=3), 'mma90 w2'),                                  # *
         (dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=1,
               nbuf=4), 'mma90 w2'),
+        (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
+              nbuf=3, tiles=4), 'mma90 w2'),
+        (dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=1,
+              nbuf=4, tiles=2), 'mma90 w2'),
         (dict(shape='m16n8k8', mwarps=2, nwarps=4, wm=2, wn=4, kstage=1,
               nbuf=3), 'mma90 w2'),                                  # *
+        (dict(shape='m16n8k8', mwarps=2, nwarps=4, wm=2, wn=4, kstage=1,
+              nbuf=3, tiles=4), 'mma90 w2'),
         (dict(shape='m16n8k8', mwarps=4, nwarps=2, wm=2, wn=4, kstage=1,
               nbuf=3), 'mma90 w2'),                                  # *
         (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
@@ -315,7 +322,7 @@ class CUDAMatMul(MatMul):
             meta['row_groups'] = p['groups']
         if cand.family == 'mma-gemm':
             P = self._gemm_plan(p, table=False)
-            meta['cols_per_block'] = P.BN
+            meta['cols_per_block'] = P.BN*P.tiles
             meta['row_groups'] = P.nmb
         if self.baked_n:   # the extra keys above change the grid
             meta['grid'] = self.launch_config(meta, self.n)[0]
@@ -555,6 +562,7 @@ class GemmPlan:
     stride: int
     skip: bool
     cpre: bool
+    tiles: int
     nslot: int
     cnt: np.ndarray
     kidx: np.ndarray
@@ -595,10 +603,11 @@ def gemm_geometry(m, k, shape, mwarps, nwarps, wm, wn, kstage, nbuf):
 
 
 def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
-              cpre=False):
+              cpre=False, tiles=1):
     """The mma-gemm plan: skip, run only the stages where an m-block's
     slab of A has a non-zero; cpre, start the accumulators from beta*C
-    (read before the k loop) instead of adding it at the end."""
+    (read before the k loop) instead of adding it at the end; tiles, the
+    column tiles of BN a block computes in turn."""
     m, k = A.shape
     MT, KT = GEMM_SHAPES[shape]
     wm, nmb, nst, BM, BN, BK, S = gemm_geometry(m, k, shape, mwarps, nwarps,
@@ -628,8 +637,8 @@ def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
     for mb in range(nmb):
         Fc[mb, :cnt[mb]] = F[mb, kidx[mb, :cnt[mb]]]
     return GemmPlan(shape, MT, KT, na, nb, nc, v, mwarps, nwarps, wm, wn,
-                    kstage, nbuf, nmb, nst, BM, BN, BK, S, skip, cpre, nslot,
-                    cnt, kidx,
+                    kstage, nbuf, nmb, nst, BM, BN, BK, S, skip, cpre, tiles,
+                    nslot, cnt, kidx,
                     Fc.reshape(-1))
 
 

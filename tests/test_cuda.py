@@ -613,6 +613,12 @@ GEMM_EMU = [  # (shape params, operator, beta, baked)
           nbuf=3), 'slabs', 1.0, False),
     (dict(shape='m16n8k4', mwarps=4, nwarps=2, wm=4, wn=4, kstage=1,
           nbuf=4, skip=True, cpre=True), 'dense', 0.0, False),
+    (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
+          nbuf=3, skip=True, cpre=True, tiles=3), 'slabs', 1.0, False),
+    (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=2, wn=4, kstage=2,
+          nbuf=2, tiles=2), 'dense', -0.5, True),
+    (dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=1,
+          nbuf=4, skip=True, tiles=3), 'slabs', 0.0, True),
 ]
 
 
@@ -621,8 +627,9 @@ GEMM_EMU = [  # (shape params, operator, beta, baked)
 def test_gemm_kernel_emulated(rng, case):
     """The generated mma-gemm kernel, run on the CPU, computes
     C = A*B + beta*C: ragged m, k and n (two column blocks, the last one
-    odd), padded strides left alone, every element of C written, zero slabs
-    skipped and an m-block with no live stage."""
+    odd, with tiles a tile wholly beyond n), padded strides left alone,
+    every element of C written, zero slabs skipped and an m-block with no
+    live stage."""
     params, kind, beta, baked = GEMM_EMU[case]
     m, k = (270, 45) if kind == 'dense' else (200, 45)
     A = rng.standard_normal((m, k))
@@ -631,8 +638,8 @@ def test_gemm_kernel_emulated(rng, case):
         A[128:, 40:] = 0.0         # dead stages for the others, the
         A[128:, :8] = 0.0          # first one too
     mm0 = CUDAMatMul(A, beta=beta, aligne=2)
-    bn = mm0._gemm_plan(params, table=False).BN
-    n = bn + 5
+    pl0 = mm0._gemm_plan(params, table=False)
+    n = pl0.BN*pl0.tiles + pl0.BN + 5   # tiles beyond n in the last block
     ldb, ldc = n + 3, n + 7
     ldb, ldc = ldb + ldb % 2, ldc + ldc % 2
     sizes = dict(n=n, ldb=ldb, ldc=ldc) if baked else {}

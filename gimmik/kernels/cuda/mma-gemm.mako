@@ -8,7 +8,10 @@
 ## BM x BK slabs an m-block runs only its live stages (kidx, cnt; with
 ## params skip).  Warp (wy, wx) owns wm m-tiles and wn 8-column n-tiles;
 ## accumulators stay in registers; with params cpre they start from beta*C,
-## loaded before the k loop, else beta*C is added at the end.
+## loaded before the k loop, else beta*C is added at the end.  With params
+## tiles T a block computes T column tiles in turn, its stage pipeline
+## running on from one tile into the next (the next tile's first stages
+## load while the last ones compute and the tile's C is stored).
 ## Fragment layouts and the table order: gimmik/cuda.py (gemm_coords,
 ## GemmPlan).
 <%
@@ -28,6 +31,7 @@
     kpad = NST*BK > k
     full = P.full
     NSL = P.nslot
+    T = P.tiles
 %>\
 static __device__ __align__(16) const double ${kname}_atab[${P.table.size}] = {
 % for row in P.table.reshape(-1, 8):
@@ -59,7 +63,7 @@ ${kname}_cp16(double* dst, const double* src, int bytes)
                  :: "r"(s), "l"(src), "r"(bytes) : "memory");
 }
 
-<%def name="stage_load(s, kst, buf)">\
+<%def name="stage_load(s, kst, buf, cbase='col0')">\
 % for it in range(-(-achunks // nthreads)):
             {
                 const int idx = tid + ${it*nthreads};
@@ -77,7 +81,7 @@ ${kname}_cp16(double* dst, const double* src, int bytes)
 % endif
                 {
                     const int r = idx / ${BN//2}, cc = 2*(idx % ${BN//2});
-                    const int row = ${kst}*${BK} + r, col = col0 + cc;
+                    const int row = ${kst}*${BK} + r, col = ${cbase} + cc;
 % if kpad:
                     const int nb = (row < ${k} && col < n) ? (col + 1 < n ? 16 : 8) : 0;
 % else:
@@ -88,22 +92,7 @@ ${kname}_cp16(double* dst, const double* src, int bytes)
             }
 % endfor
 </%def>
-${self.prologue()}\
-    __shared__ __align__(16) double ash[${NBUF}][${BM*BK}];
-    __shared__ __align__(16) double bsh[${NBUF}][${BK}][${S}];
-    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const int g = lane / 4, t4 = lane % 4;
-    const int wy = warp / ${P.nwarps}, wx = warp % ${P.nwarps};
-    const int mb = blockIdx.x % ${P.nmb};
-    const int col0 = (blockIdx.x / ${P.nmb})*${BN};
-    const double* __restrict__ atab = ${kname}_atab + mb*${NSL*BM*BK};
-% if full:
-    const int nst = ${NST};
-% else:
-    const int nst = ${kname}_cnt[mb];
-    const short* kidx = ${kname}_kidx + mb*${NSL};
-% endif
-    double acc[${P.wm}][${P.wn}][${NC}];
+<%def name="init_acc()">\
 % if beta == 0 or not P.cpre:
 #pragma unroll
     for (int i = 0; i < ${P.wm}; ++i)
@@ -140,74 +129,8 @@ ${self.prologue()}\
 % endfor
 % endif
 
-% for s in range(NBUF - 1):
-% if s < NST and full:
-        {
-${stage_load(s, s, s)}\
-        }
-% elif s < NSL:
-        if (${s} < nst)
-        {
-            const int kst = kidx[${s}];
-${stage_load(s, 'kst', s)}\
-        }
-% endif
-    asm volatile("cp.async.commit_group;" ::: "memory");
-% endfor
-
-#pragma unroll 1
-    for (int s = 0; s < nst; ++s)
-    {
-        asm volatile("cp.async.wait_group ${NBUF - 2};" ::: "memory");
-        __syncthreads();
-        {
-            const int sn = s + ${NBUF - 1};
-            if (sn < nst)
-            {
-                const int bn = sn % ${NBUF};
-% if full:
-${stage_load('sn', 'sn', 'bn')}\
-% else:
-                const int kst = kidx[sn];
-${stage_load('sn', 'kst', 'bn')}\
-% endif
-            }
-            asm volatile("cp.async.commit_group;" ::: "memory");
-        }
-        const int buf = s % ${NBUF};
-        const double* as = &ash[buf][${P.a_offset(0, 0, 0, 0, 0)} + wy*${P.a_offset(0, 1, 0, 0, 0)} + lane*${V}];
-        const double* bs = &bsh[buf][t4][wx*${8*P.wn} + g];
-% for ks in range(P.kstage):
-        {
-            double a[${P.wm}][${NA}], b[${P.wn}][${NB}];
-% for mt in range(P.wm):
-% for j in range(NA // V):
-<% off = P.a_offset(0, 0, ks, mt, j) %>\
-% if V == 2:
-            {
-                const double2 x = *(const double2*)(as + ${off});
-                a[${mt}][${2*j}] = x.x;
-                a[${mt}][${2*j + 1}] = x.y;
-            }
-% else:
-            a[${mt}][${j}] = as[${off}];
-% endif
-% endfor
-% endfor
-% for nt in range(P.wn):
-% for i in range(NB):
-            b[${nt}][${i}] = bs[${(ks*KT + 4*i)*S + 8*nt}];
-% endfor
-% endfor
-% for mt in range(P.wm):
-% for nt in range(P.wn):
-            ${kname}_mma(acc[${mt}][${nt}], a[${mt}], b[${nt}]);
-% endfor
-% endfor
-        }
-% endfor
-    }
-
+</%def>
+<%def name="epilogue()">\
 % for mt in range(P.wm):
 % for h in range(NC // 2):
     {
@@ -243,4 +166,149 @@ ${stage_load('sn', 'kst', 'bn')}\
     }
 % endfor
 % endfor
+</%def>
+<%def name="compute()">\
+        const int buf = it % ${NBUF};
+        const double* as = &ash[buf][${P.a_offset(0, 0, 0, 0, 0)} + wy*${P.a_offset(0, 1, 0, 0, 0)} + lane*${V}];
+        const double* bs = &bsh[buf][t4][wx*${8*P.wn} + g];
+% for ks in range(P.kstage):
+        {
+            double a[${P.wm}][${NA}], b[${P.wn}][${NB}];
+% for mt in range(P.wm):
+% for j in range(NA // V):
+<% off = P.a_offset(0, 0, ks, mt, j) %>\
+% if V == 2:
+            {
+                const double2 x = *(const double2*)(as + ${off});
+                a[${mt}][${2*j}] = x.x;
+                a[${mt}][${2*j + 1}] = x.y;
+            }
+% else:
+            a[${mt}][${j}] = as[${off}];
+% endif
+% endfor
+% endfor
+% for nt in range(P.wn):
+% for i in range(NB):
+            b[${nt}][${i}] = bs[${(ks*KT + 4*i)*S + 8*nt}];
+% endfor
+% endfor
+% for mt in range(P.wm):
+% for nt in range(P.wn):
+            ${kname}_mma(acc[${mt}][${nt}], a[${mt}], b[${nt}]);
+% endfor
+% endfor
+        }
+% endfor
+</%def>
+${self.prologue()}\
+    __shared__ __align__(16) double ash[${NBUF}][${BM*BK}];
+    __shared__ __align__(16) double bsh[${NBUF}][${BK}][${S}];
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int g = lane / 4, t4 = lane % 4;
+    const int wy = warp / ${P.nwarps}, wx = warp % ${P.nwarps};
+    const int mb = blockIdx.x % ${P.nmb};
+% if T == 1:
+    const int col0 = (blockIdx.x / ${P.nmb})*${BN};
+% else:
+    const int cb0 = (blockIdx.x / ${P.nmb})*${T*BN};
+% endif
+    const double* __restrict__ atab = ${kname}_atab + mb*${NSL*BM*BK};
+% if full:
+    const int nst = ${NST};
+% else:
+    const int nst = ${kname}_cnt[mb];
+    const short* kidx = ${kname}_kidx + mb*${NSL};
+% endif
+    double acc[${P.wm}][${P.wn}][${NC}];
+% if T == 1:
+${init_acc()}
+% else:
+    const int nit = ${T}*nst;
+% endif
+
+% for s in range(NBUF - 1):
+% if T == 1 and s < NST and full:
+        {
+${stage_load(s, s, s)}\
+        }
+% elif T == 1 and s < NSL:
+        if (${s} < nst)
+        {
+            const int kst = kidx[${s}];
+${stage_load(s, 'kst', s)}\
+        }
+% elif T > 1:
+        if (${s} < nit)
+        {
+            const int tl = ${s} / nst, sl = ${s} - tl*nst;
+% if full:
+${stage_load('sl', 'sl', s, f'(cb0 + tl*{BN})')}\
+% else:
+            const int kst = kidx[sl];
+${stage_load('sl', 'kst', s, f'(cb0 + tl*{BN})')}\
+% endif
+        }
+% endif
+    asm volatile("cp.async.commit_group;" ::: "memory");
+% endfor
+
+% if T == 1:
+#pragma unroll 1
+    for (int s = 0; s < nst; ++s)
+    {
+        const int it = s;
+        asm volatile("cp.async.wait_group ${NBUF - 2};" ::: "memory");
+        __syncthreads();
+        {
+            const int sn = s + ${NBUF - 1};
+            if (sn < nst)
+            {
+                const int bn = sn % ${NBUF};
+% if full:
+${stage_load('sn', 'sn', 'bn')}\
+% else:
+                const int kst = kidx[sn];
+${stage_load('sn', 'kst', 'bn')}\
+% endif
+            }
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        }
+${compute()}\
+    }
+
+${epilogue()}\
+% else:
+#pragma unroll 1
+    for (int tile = 0; tile < ${T}; ++tile)
+    {
+    const int col0 = cb0 + tile*${BN};
+${init_acc()}
+#pragma unroll 1
+    for (int s = 0; s < nst; ++s)
+    {
+        const int it = tile*nst + s;
+        asm volatile("cp.async.wait_group ${NBUF - 2};" ::: "memory");
+        __syncthreads();
+        {
+            const int sn = it + ${NBUF - 1};
+            if (sn < nit)
+            {
+                const int bn = sn % ${NBUF};
+                const int tl = sn / nst, sl = sn - tl*nst;
+% if full:
+${stage_load('sl', 'sl', 'bn', f'(cb0 + tl*{BN})')}\
+% else:
+                const int kst = kidx[sl];
+${stage_load('sl', 'kst', 'bn', f'(cb0 + tl*{BN})')}\
+% endif
+            }
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        }
+${compute()}\
+    }
+
+${epilogue()}\
+    }
+% endif
 }
