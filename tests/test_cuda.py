@@ -424,6 +424,9 @@ def test_gemm_sm90_candidates_compile_without_spills(rng):
         assert cands
         if label == 'gemm-slabs-beta1':     # the skipping code is built
             assert not all(mm._gemm_plan(c.params).full for c in cands)
+        if label != 'gemm-baked-beta':      # (bounded run time) the most
+            cands = [c for c in cands      # registers: the 4 x 4 warp tiles
+                     if c.params['wm'] == c.params['wn'] == 4][:3]
         srcs, names = [], {}
         for i, cand in enumerate(cands):
             src, meta = mm.render(cand, dt, f'k{i}')
@@ -605,20 +608,16 @@ GEMM_EMU = [  # (shape params, operator, beta, baked)
           nbuf=3), 'dense', 0.0, False),
     (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
           nbuf=3, skip=True, cpre=True), 'slabs', 1.0, False),
-    (dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=1,
-          nbuf=4, skip=True, cpre=True), 'slabs', -0.5, True),
     (dict(shape='m16n8k16', mwarps=2, nwarps=2, wm=2, wn=4, kstage=1,
           nbuf=2), 'dense', -0.5, True),
     (dict(shape='m8n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
           nbuf=3), 'slabs', 1.0, False),
-    (dict(shape='m16n8k4', mwarps=4, nwarps=2, wm=4, wn=4, kstage=1,
-          nbuf=4, skip=True, cpre=True), 'dense', 0.0, False),
     (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
           nbuf=3, skip=True, cpre=True, tiles=3), 'slabs', 1.0, False),
     (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=2, wn=4, kstage=2,
           nbuf=2, tiles=2), 'dense', -0.5, True),
     (dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=1,
-          nbuf=4, skip=True, tiles=3), 'slabs', 0.0, True),
+          nbuf=4, skip=True, cpre=True, tiles=3), 'slabs', -0.5, True),
 ]
 
 
