@@ -2,10 +2,12 @@
 
 The streaming families are the HIP ones for a 32-wide warp, with read-only
 (`ld.global.nc`) or evict-first (`ld.global.cs`) loads of B and evict-first
-stores of C.  The dense family `mma-dense` runs f64 operators on the FP64
-tensor cores with `mma.sync.aligned.m8n8k4`; its fragment bake (plain
-Python, unit-tested against a NumPy model of the MMA) is at the end of this
-module.
+stores of C.  Two families run f64 operators on the FP64 tensor cores:
+`mma-gemm` (a GEMM with 2-D block tiling, A and B staged through shared
+memory by cp.async, m8n8k4 or Hopper's m16n8k4/k8/k16; zero slabs of A
+skipped) and the older `mma-dense` (m8n8k4, A fragments from a global
+table).  Their fragment bakes (plain Python, unit-tested against NumPy
+models of the MMAs) are at the end of this module.
 """
 
 from dataclasses import dataclass
