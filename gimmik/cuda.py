@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gimmik.base import Candidate, MatMul
+from gimmik.base import MatMul
 from gimmik import plans
 from gimmik.analysis import DENSE_DENSITY
 
@@ -175,18 +175,11 @@ class CUDAMatMul(MatMul):
         return {'compute_capability': cc}
 
     def _candidates(self, dtype, compute_capability):
-        gates = _gates(self, dtype, compute_capability)
-        out = []
-        for family, params, need in CANDIDATES:
-            if not all(gates[g] for g in need.split()):
-                continue
-            if family == 'mma-gemm':
-                params = self._gemm_params(params)
-            cand = Candidate(family, params,
-                             {'compute_capability': compute_capability})
-            if self._fits(cand, dtype) and cand not in out:
-                out.append(cand)
-        return out
+        return self._from_table(
+            CANDIDATES, _gates(self, dtype, compute_capability), dtype,
+            {'compute_capability': compute_capability},
+            lambda family, params: (self._gemm_params(params)
+                                    if family == 'mma-gemm' else params))
 
     def _gemm_params(self, params):
         """mma-gemm parameters without the options that change nothing
