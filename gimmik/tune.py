@@ -22,7 +22,7 @@ import gimmik
 from gimmik import cache
 from gimmik.analysis import analyse
 from gimmik.runtime import (Runtime, RuntimeUnavailable, get_runtime,
-                            moved_bytes)
+                            moved_bytes, pick_vendor)
 from gimmik.validate import check_dtype, check_matrix, check_scalar, \
     check_sizes
 
@@ -98,8 +98,9 @@ class TuneResult:
             'ldc': self.ldc, 'best': best,
             'vendor': {'time_s': self.vendor.get('time_s'),
                        'gbps': self.vendor.get('gbps'),
-                       **({'error': self.vendor['error']}
-                          if self.vendor.get('error') else {})},
+                       **{k: self.vendor[k] for k in
+                          ('error', 'formulation', 'formulations')
+                          if self.vendor.get(k)}},
             'vendor_error': self.vendor_error,
             'copy_gbps': self.copy_gbps, 'speedup': self.speedup,
             'use_vendor': self.use_vendor,
@@ -275,25 +276,40 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
             launch(bb, cb, n, ldb, ldc)
         return runtime.time(rotating, (), warmup=WARMUP, repeats=REPEATS)
 
-    # The vendor BLAS: the reference every candidate is checked against.
+    # The vendor BLAS: the fastest of the library's formulations that agree
+    # with NumPy, and the reference every candidate is checked against.
     # Where the platform has none (e.g. no hipBLAS bindings), candidates are
     # checked against NumPy in float64 and the result says why.
     try:
-        vlaunch = runtime.vendor_gemm(A, 1.0, beta, dt)
+        forms = runtime.vendor_formulations(A, 1.0, beta, dt, n=n, ldb=ldb,
+                                            ldc=ldc)
     except RuntimeUnavailable as e:
-        vlaunch, vendor = None, {'time_s': None, 'gbps': None,
-                                 'error': str(e)}
-        vref, verr, vtime = exact, None, None
-    if vlaunch is not None:
-        vout, vpad = run_check(vlaunch)
-        vref = vout[:, :n].astype(np.float64)
-        verr = rel_error(vref, exact)
-        if not vpad or verr > tol:
-            raise RuntimeError(f'the vendor BLAS on {runtime.name} disagrees '
-                               f'with NumPy (relative error {verr:.3g}'
-                               f'{"" if vpad else ", wrote C padding"})')
-        vtime = timed(vlaunch)
-        vendor = {'time_s': vtime, 'gbps': moved / vtime / 1e9}
+        forms, vendor = None, {'time_s': None, 'gbps': None,
+                               'error': str(e)}
+        vref, verr, vtime, vlaunch = exact, None, None, None
+    if forms is not None:
+        outs = {}
+
+        def vcheck(launch):
+            out, pad = run_check(launch)
+            err = rel_error(out[:, :n], exact)
+            if not pad or err > tol:
+                return (f'disagrees with NumPy (relative error {err:.3g}'
+                        f'{"" if pad else ", wrote C padding"})')
+            outs[launch] = (out[:, :n].astype(np.float64), err)
+        vbest, vrecs = pick_vendor(forms, vcheck, timed)
+        if vbest is None:
+            raise RuntimeError(
+                f'the vendor BLAS on {runtime.name} disagrees with NumPy or '
+                f'fails in every formulation: '
+                + '; '.join(f'{r["name"]}: {r["error"]}' for r in vrecs))
+        vname, vlaunch, vtime = vbest
+        vref, verr = outs[vlaunch]
+        vendor = {'time_s': vtime, 'gbps': moved / vtime / 1e9,
+                  'formulation': vname,
+                  'formulations': [{**r, 'gbps': (moved / r['time_s'] / 1e9
+                                                  if r['time_s'] else None)}
+                                   for r in vrecs]}
 
     mm = runtime.matmul(A, beta, aligne=_ld_align(ldb, ldc))
     opts = runtime.kernel_options()
@@ -469,6 +485,9 @@ def format_table(res):
         + (' (cached result)' if res.cached else ''),
         f'copy bandwidth {res.copy_gbps:.1f} GB/s; vendor BLAS '
         + (f'{res.vendor["time_s"]*1e6:.1f} us, {res.vendor["gbps"]:.1f} GB/s'
+           + (f' ({res.vendor["formulation"]}, the fastest of '
+              f'{len(res.vendor.get("formulations") or ())} formulations)'
+              if res.vendor.get('formulation') else '')
            if res.vendor.get('time_s') else
            f'unavailable ({res.vendor.get("error")})'),
         '',

@@ -118,7 +118,11 @@ def test_tune_for_real(rt, rng, dtype, beta):
     assert set(js) >= {'operator', 'platform', 'best', 'vendor',
                        'candidates'}
     assert set(js['best']) == {'variant', 'time_s', 'gbps'}
-    assert set(js['vendor']) == {'time_s', 'gbps'}
+    assert set(js['vendor']) == {'time_s', 'gbps', 'formulation',
+                                 'formulations'}
+    assert js['vendor']['formulation'] == 'numpy-gemm'
+    assert [f['name'] for f in js['vendor']['formulations']] == [
+        'numpy-gemm']
     for c in js['candidates']:
         assert set(c) >= {'variant', 'time_s', 'gbps', 'correct'}
 

@@ -67,6 +67,20 @@ class Runtime(ABC):
         """The vendor BLAS doing the same C = alpha*A*B + beta*C on row-major
         panels; returns launch(b, c, n, ldb, ldc) like compile()."""
 
+    def vendor_formulations(self, A, alpha, beta, dtype, n=None, ldb=None,
+                            ldc=None):
+        """Every way the vendor library offers to do vendor_gemm's work, as
+        a list of (name, launch) pairs, launch(b, c, n, ldb, ldc) as from
+        compile().  n, ldb and ldc, when given, are the sizes the launches
+        will be called with (a library whose algorithm search depends on
+        them searches for those).  A formulation that cannot be set up here
+        is still listed, with a launch that raises why; the tuner and the
+        benchmarks time the rest and keep the fastest (pick_vendor).  The
+        default is vendor_gemm alone."""
+        return [(self.vendor_name, self.vendor_gemm(A, alpha, beta, dtype))]
+
+    vendor_name = 'gemm'   # the name of vendor_gemm's formulation
+
     @abstractmethod
     def time(self, launch, args, *, warmup=2, repeats=10):
         """Median wall time in seconds of launch(*args) (device events where
@@ -91,6 +105,48 @@ class Runtime(ABC):
         """Size of the last-level cache in bytes (0: unknown).  The tuner
         rotates through several buffer sets when one set would fit in it."""
         return 0
+
+
+def failed_launch(error):
+    """A launch that raises `error`: how vendor_formulations lists a
+    formulation that could not be set up."""
+    def launch(b, c, n, ldb, ldc):
+        raise error
+    launch.error = error
+    return launch
+
+
+def pick_vendor(formulations, check, time):
+    """The fastest correct vendor formulation.
+
+    `formulations` is vendor_formulations()'s list of (name, launch);
+    check(launch) runs it once and returns None when its output is right,
+    or a string saying what is wrong; time(launch) returns its time in
+    seconds.  A formulation that raises or is wrong is recorded and never
+    chosen.  Returns (best, records): best is (name, launch, time_s), or
+    None when no formulation is right; records holds one dict per
+    formulation: name, time_s (None unless timed) and error (None when
+    right)."""
+    best, records = None, []
+    for name, launch in formulations:
+        rec = {'name': name, 'time_s': None, 'error': None}
+        try:
+            wrong = check(launch)
+            if wrong:
+                rec['error'] = str(wrong)
+            else:
+                t = float(time(launch))
+                if not t > 0:
+                    raise ValueError(f'timed at {t!r} s')
+                rec['time_s'] = t
+                if best is None or t < best[2]:
+                    best = (name, launch, t)
+        except RuntimeUnavailable as e:
+            rec['error'] = f'unavailable: {e}'
+        except Exception as e:   # one formulation's failure is not fatal
+            rec['error'] = f'{type(e).__name__}: {e}'[:500]
+        records.append(rec)
+    return best, records
 
 
 def get_runtime(platform='auto', **options):
@@ -119,4 +175,4 @@ def get_runtime(platform='auto', **options):
 
 
 __all__ = ['Runtime', 'RuntimeUnavailable', 'get_runtime', 'moved_bytes',
-           'PLATFORMS', 'AUTO_ORDER']
+           'pick_vendor', 'failed_launch', 'PLATFORMS', 'AUTO_ORDER']

@@ -210,6 +210,8 @@ class Runtime(_Runtime):
                 fn(n, b.ctypes.data, ldb, c.ctypes.data, ldc)
         return launch
 
+    vendor_name = 'numpy-gemm'
+
     def vendor_gemm(self, A, alpha, beta, dtype):
         """NumPy's BLAS: one ?gemm with beta through SciPy's BLAS wrappers
         when the panels are contiguous, otherwise NumPy's matmul into the
