@@ -1,9 +1,17 @@
-"""Benchmark the CUDA candidates of gimmik against cuBLAS on the PyFR suite.
+"""Benchmark the CUDA candidates of gimmik against the vendor's best on the
+PyFR suite.
 
 One row per operator (f64; beta = 1 for m3 and m6, else 0; n chosen so that
-B + C take at least --mib MiB): the best candidate's time, cuBLAS's time and
-a device-to-device copy bandwidth measured at the start of the run.  Every
-candidate's result is checked against cuBLAS's before it is timed.
+B + C take at least --mib MiB): the best candidate's time, the vendor
+baseline's time and winning formulation, and a device-to-device copy
+bandwidth measured at the start of the run.  The vendor baseline is the
+fastest of the runtime's vendor formulations (cuBLAS ?gemm with A stored
+either way, CuPy's cupy.cublas.gemm('N', 'N', A, B, C), cuBLASLt's heuristic
+algorithms), each checked against NumPy on a sample of columns and against
+the others in full; a formulation that fails or disagrees is recorded and
+skipped.  Every formulation's time goes to OUT-vendor.csv, every
+candidate's to OUT-candidates.csv.  Every candidate's result is checked
+against the vendor's before it is timed.
 
 Resumable: operators already in the output CSV are skipped, and no new
 operator is started once --budget seconds have passed, so the suite can be
@@ -33,10 +41,17 @@ BATCH_CHARS = 300_000
 F64_TOL = 1e-12
 
 FIELDS = ['op', 'm', 'k', 'nnz', 'density', 'beta', 'n', 'best', 'time_s',
-          'gbps', 'cublas_time_s', 'cublas_gbps', 'copy_gbps', 'best_copy',
-          'cublas_copy', 'speedup', 'ncand', 'nfail', 'device']
+          'gbps', 'vendor_formulation', 'vendor_time_s', 'vendor_gbps',
+          'copy_gbps', 'best_copy', 'vendor_copy', 'cupy_gemm_time_s',
+          'cupy_gemm_copy', 'cublas_nn_time_s', 'cublas_nn_copy', 'speedup',
+          'ncand', 'nfail', 'nvendor', 'nvendor_fail', 'device']
 CAND_FIELDS = ['op', 'variant', 'time_s', 'gbps', 'error', 'registers',
                'local_mem', 'status']
+VENDOR_FIELDS = ['op', 'formulation', 'time_s', 'gbps', 'copy_fraction',
+                 'won', 'error']
+
+# Columns of every operator's sample checked against NumPy on the host
+SAMPLE_COLS = 512
 
 
 def load_suite(path, patterns):
@@ -67,12 +82,24 @@ def panel_n(A, mib, itemsize=8, multiple=256):
     return -(-n // multiple)*multiple
 
 
+def _xp(a):
+    """The array module of a (CuPy for device arrays, else NumPy)."""
+    if type(a).__module__.split('.')[0] == 'cupy':
+        import cupy
+        return cupy
+    return np
+
+
+def to_host(a):
+    return _xp(a).asnumpy(a) if _xp(a) is not np else np.asarray(a)
+
+
 def rel_err(c, ref):
-    import cupy
-    scale = float(cupy.abs(ref).max())
-    if not bool(cupy.isfinite(c).all()):
+    xp = _xp(c)
+    scale = float(xp.abs(ref).max())
+    if not bool(xp.isfinite(c).all()):
         return math.inf
-    return float(cupy.abs(c - ref).max()) / max(scale, 1e-300)
+    return float(xp.abs(c - ref).max()) / max(scale, 1e-300)
 
 
 def read_done(path):
@@ -96,15 +123,19 @@ def main(argv=None):
     ap.add_argument('--ops', nargs='+', default=['*'],
                     help='fnmatch globs of operator names')
     ap.add_argument('--suite', default=None, help='npz file of operators')
-    ap.add_argument('--out', default='bench/results/cuda-h100.csv')
+    ap.add_argument('--out', default='bench/results/cuda-h100.csv',
+                    help='results CSV (OUT-candidates.csv and OUT-vendor.csv '
+                    'next to it); operators already in it are skipped')
     ap.add_argument('--mib', type=float, default=512)
-    ap.add_argument('--budget', type=float, default=540,
+    ap.add_argument('--budget', type=float, default=500,
                     help='start no new operator after this many seconds')
     ap.add_argument('--jobs', type=int, default=os.cpu_count() or 4)
     ap.add_argument('--compile-timeout', type=float, default=240)
     ap.add_argument('--repeats', type=int, default=10)
     ap.add_argument('--families', default=None,
                     help='comma-separated families to offer (default all)')
+    ap.add_argument('--no-cublaslt', action='store_true',
+                    help='leave cuBLASLt out of the vendor baseline')
     ap.add_argument('--check', action='store_true',
                     help='check every family on random operators, odd n, '
                     'padded strides, f32 and f64, then exit')
@@ -115,8 +146,9 @@ def main(argv=None):
     t0 = time.time()
     import cupy
     from gimmik.runtime.cuda import Runtime
-    rt = Runtime()
+    rt = Runtime(cublaslt=not args.no_cublaslt)
     cand_out = os.path.splitext(args.out)[0] + '-candidates.csv'
+    vendor_out = os.path.splitext(args.out)[0] + '-vendor.csv'
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
 
     done = read_done(args.out)
@@ -178,11 +210,24 @@ def main(argv=None):
         nbytes = moved_bytes(info, beta, n, 8)
         b = rng.standard_normal((info.k, n))
         c0 = rng.standard_normal((info.m, n))
-        ref = c0.copy()
-        vendor = rt.vendor_gemm(A, 1.0, beta, np.float64)
-        vendor(b, ref, n, n, n)
         c = cupy.empty_like(c0)
-        vt = rt.time(vendor, (b, c, n, n, n), repeats=args.repeats)
+        vendor = vendor_baseline(rt, A, beta, b, c0, c, n, args.repeats)
+        ref = vendor.pop('ref')
+        for rec in vendor['records']:
+            t = rec['time_s']
+            append(vendor_out, VENDOR_FIELDS, {
+                'op': name, 'formulation': rec['name'],
+                'time_s': f'{t:.6e}' if t else '',
+                'gbps': f'{nbytes/t/1e9:.1f}' if t else '',
+                'copy_fraction': f'{nbytes/t/copy_bps:.3f}' if t else '',
+                'won': int(rec['name'] == vendor['name']),
+                'error': (rec['error'] or '')[:300].replace('\n', ' ')})
+        if ref is None:
+            print(f'  {name}: no vendor formulation is right: '
+                  + '; '.join(f'{r["name"]}: {r["error"]}'
+                              for r in vendor['records'])[:600], flush=True)
+            ref = cupy.asarray(A) @ b + beta*c0
+        vt = vendor['time_s']
 
         best, nfail = None, 0
         todo = []
@@ -229,23 +274,36 @@ def main(argv=None):
 
         del b, c, c0, ref
         cupy.get_default_memory_pool().free_all_blocks()
-        vbps = nbytes/vt
+        times = {r['name']: r['time_s'] for r in vendor['records']}
         out = {'op': name, 'm': info.m, 'k': info.k, 'nnz': info.nnz,
                'density': f'{info.density:.3f}', 'beta': beta, 'n': n,
-               'cublas_time_s': f'{vt:.6e}', 'cublas_gbps': f'{vbps/1e9:.1f}',
-               'copy_gbps': f'{copy_bps/1e9:.1f}',
-               'cublas_copy': f'{vbps/copy_bps:.3f}', 'ncand': len(cands),
-               'nfail': nfail, 'device': rt.device}
+               'copy_gbps': f'{copy_bps/1e9:.1f}', 'ncand': len(cands),
+               'nfail': nfail, 'nvendor': len(vendor['records']),
+               'nvendor_fail': sum(1 for r in vendor['records']
+                                   if r['error']),
+               'device': rt.device}
+        for col, t in (('vendor', vt), ('cupy_gemm', times.get('cupy-gemm')),
+                       ('cublas_nn', times.get('cublas-nn'))):
+            if t:
+                out[f'{col}_time_s'] = f'{t:.6e}'
+                out[f'{col}_copy'] = f'{nbytes/t/copy_bps:.3f}'
+        if vt:
+            out.update(vendor_formulation=vendor['name'],
+                       vendor_gbps=f'{nbytes/vt/1e9:.1f}')
         if best:
             t, var = best
             out.update(best=var, time_s=f'{t:.6e}',
                        gbps=f'{nbytes/t/1e9:.1f}',
-                       best_copy=f'{nbytes/t/copy_bps:.3f}',
-                       speedup=f'{vt/t:.3f}')
+                       best_copy=f'{nbytes/t/copy_bps:.3f}')
+            if vt:
+                out['speedup'] = f'{vt/t:.3f}'
         append(args.out, FIELDS, out)
         print(f'{name:16s} {info.m:4d}x{info.k:<4d} '
-              f'{out.get("best_copy", "-"):>6s} vs cuBLAS '
-              f'{out["cublas_copy"]:>6s} x{out.get("speedup", "-"):>6s} '
+              f'{out.get("best_copy", "-"):>6s} vs vendor '
+              f'{out.get("vendor_copy", "-"):>6s} '
+              f'({out.get("vendor_formulation", "NONE")}; cupy '
+              f'{out.get("cupy_gemm_copy", "-")}) '
+              f'x{out.get("speedup", "-"):>6s} '
               f'{out.get("best", "NONE")}  [{time.time() - t0:.0f} s]',
               flush=True)
 
@@ -253,6 +311,58 @@ def main(argv=None):
     summarise(args.out)
     sys.stdout.flush()
     os._exit(0)     # builds still running for operators not reached
+
+
+def vendor_baseline(rt, A, beta, b, c0, c, n, repeats):
+    """Every vendor formulation checked and timed on panels b (k x n) and
+    c0 (m x n) with c as scratch: {'name', 'time_s', 'ref', 'records'} of
+    the fastest right one (name, time_s and ref None when none is right;
+    ref is a copy of the first right formulation's output)."""
+    from gimmik.runtime import failed_launch, pick_vendor
+    try:
+        forms = rt.vendor_formulations(A, 1.0, beta, np.float64, n=n, ldb=n,
+                                       ldc=n)
+    except Exception as e:     # the baseline's set-up failing is recorded
+        forms = [('vendor', failed_launch(e))]
+    rng = np.random.default_rng(n)
+    cols = np.unique(np.concatenate([
+        rng.integers(0, n, SAMPLE_COLS), [0, n - 1]]))
+    exact = A @ to_host(b[:, cols]) + beta*to_host(c0[:, cols])
+    ref = []
+
+    def check(launch):
+        return check_formulation(launch, b, c0, c, beta, n, cols, exact,
+                                 ref[0] if ref else None, ref.append)
+
+    def timed(launch):
+        return rt.time(launch, (b, c, n, n, n), warmup=1, repeats=repeats)
+    best, records = pick_vendor(forms, check, timed)
+    name, _, t = best or (None, None, None)
+    return {'name': name, 'time_s': t, 'ref': ref[0] if ref else None,
+            'records': records}
+
+
+def check_formulation(launch, b, c0, c, beta, n, cols, exact, ref, keep):
+    """None when launch(b, c, n, n, n) is right: c starts as NaN (beta 0)
+    or c0, the sampled columns agree with `exact` (NumPy) and the whole
+    output with `ref` (another formulation's, when given); else why not.
+    The first right output is handed to keep() as a copy."""
+    if beta == 0:
+        c.fill(np.nan)
+    else:
+        c[...] = c0
+    launch(b, c, n, n, n)
+    err = rel_err(to_host(c[:, cols]), exact)
+    if not err <= F64_TOL:
+        return f'disagrees with NumPy: relative error {err:.3g}'
+    if ref is not None:
+        err = rel_err(c, ref)
+        if not err <= F64_TOL:
+            return (f'disagrees with the first right formulation: relative '
+                    f'error {err:.3g}')
+    else:
+        keep(c.copy())
+    return None
 
 
 def check_operators(rng):
@@ -335,18 +445,34 @@ def check(args):
 
 
 def summarise(path):
+    """Summary lines of a results CSV (also printed): gimmik's and the
+    vendor's fraction of copy bandwidth, the speed-ups, which formulations
+    won, and operators whose vendor figure is below CuPy's plain call."""
     with open(path) as f:
-        rows = [r for r in csv.DictReader(f) if r['best_copy']]
+        rows = [r for r in csv.DictReader(f)
+                if r.get('best_copy') and r.get('speedup')]
     if not rows:
-        return
+        return []
     bc = np.array([float(r['best_copy']) for r in rows])
-    cc = np.array([float(r['cublas_copy']) for r in rows])
+    vc = np.array([float(r['vendor_copy']) for r in rows])
     sp = np.array([float(r['speedup']) for r in rows])
     gm = lambda x: float(np.exp(np.log(x).mean()))  # noqa: E731
-    print(f'\n{len(rows)} operators: best/copy geomean {gm(bc):.3f} min '
-          f'{bc.min():.3f}; cuBLAS/copy geomean {gm(cc):.3f}; '
-          f'speedup geomean {gm(sp):.3f} min {sp.min():.3f} '
-          f'({(sp < 1).sum()} slower than cuBLAS)')
+    won = {}
+    for r in rows:
+        won[r['vendor_formulation']] = won.get(r['vendor_formulation'], 0) + 1
+    below = [r['op'] for r in rows if r.get('cupy_gemm_time_s')
+             and float(r['vendor_time_s']) > float(r['cupy_gemm_time_s'])]
+    lines = [
+        f'{len(rows)} operators: best/copy geomean {gm(bc):.3f} min '
+        f'{bc.min():.3f}; vendor/copy geomean {gm(vc):.3f}; speedup '
+        f'geomean {gm(sp):.3f} min {sp.min():.3f} ({(sp < 1).sum()} slower '
+        f'than the vendor)',
+        'vendor formulations that won: ' + ', '.join(
+            f'{k} {v}' for k, v in sorted(won.items(), key=lambda x: -x[1])),
+        f'operators whose vendor time is above CuPy\'s plain gemm: '
+        f'{len(below)}' + (f' ({", ".join(below[:10])})' if below else '')]
+    print('\n' + '\n'.join(lines))
+    return lines
 
 
 if __name__ == '__main__':

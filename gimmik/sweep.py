@@ -53,6 +53,7 @@ COLUMNS = (
     'copy_gbps',         # measured device copy bandwidth
     'copy_fraction',     # gbps / copy_gbps
     'vendor_time_s', 'vendor_gbps', 'vendor_copy_fraction',
+    'vendor_formulation',  # the vendor formulation timed fastest
     'speedup',           # vendor_time_s / time_s (> 1: gimmik wins)
     'use_vendor',        # the tuner would hand this operator to the BLAS
     'candidates',        # candidates timed
@@ -79,7 +80,8 @@ def _fmt(value):
 
 
 def _parse(col, text):
-    if text == '' and col not in ('operator', 'error', 'candidate'):
+    if text == '' and col not in ('operator', 'error', 'candidate',
+                                  'vendor_formulation'):
         return None
     if col in _INT_COLUMNS:
         return int(text)
@@ -183,6 +185,7 @@ def result_row(name, A, beta, result, tune_s):
         'vendor_time_s': vt, 'vendor_gbps': vgbps,
         'vendor_copy_fraction': (vgbps / copy_gbps if vgbps and copy_gbps
                                  else None),
+        'vendor_formulation': _get(vendor, 'formulation') or '',
         'speedup': vt / t if vt and t else None,
         'use_vendor': bool(result.use_vendor),
         'candidates': len(cands),

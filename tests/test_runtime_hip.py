@@ -189,21 +189,29 @@ class FakeHip:
 
 
 class FakeBlas:
-    """Column-major gemm: C = alpha*A*B + beta*C, A m x k, B k x n."""
-    hipblasOperation_t = SimpleNamespace(HIPBLAS_OP_N='N')
+    """Column-major gemm: C = alpha*op(A)*op(B) + beta*C, op(A) m x k,
+    op(B) k x n."""
+    hipblasOperation_t = SimpleNamespace(HIPBLAS_OP_N='N', HIPBLAS_OP_T='T')
+
+    def __init__(self):
+        self.ops = []
 
     def hipblasCreate(self):
         return 0, 'handle'
 
     def _gemm(self, dtype, scalar, h, opa, opb, m, n, k, alpha, A, lda, B,
               ldb, beta, C, ldc):
-        assert (opa, opb) == ('N', 'N') and h == 'handle'
+        assert opa in 'NT' and opb in 'NT' and h == 'handle'
+        self.ops.append(opa + opb)
         alpha = scalar.from_address(alpha).value
         beta = scalar.from_address(beta).value
 
-        def colmajor(p, rows, cols, ld):
+        def colmajor(p, rows, cols, ld, op='N'):
+            if op == 'T':
+                return colmajor(p, cols, rows, ld).T
+            assert ld >= rows
             return p.view(dtype, cols, ld)[:, :rows].T
-        a, b, c = colmajor(A, m, k, lda), colmajor(B, k, n, ldb), \
+        a, b, c = colmajor(A, m, k, lda, opa), colmajor(B, k, n, ldb, opb), \
             colmajor(C, m, n, ldc)
         # as in BLAS, beta = 0 means C is not read
         c[...] = alpha*(a.astype(float) @ b) + (beta*c if beta else 0)
@@ -220,7 +228,8 @@ class FakeBlas:
 def stand_in(monkeypatch, tmp_path):
     fake = FakeHip()
     monkeypatch.setattr(hiprt, '_state', {'hip': fake})
-    monkeypatch.setattr(hiprt, '_load_hipblas', FakeBlas)
+    fake.blas = FakeBlas()
+    monkeypatch.setattr(hiprt, '_load_hipblas', lambda: fake.blas)
     monkeypatch.setattr(hiprt, 'build', lambda src, meta, arch: json.dumps(
         {'src': src, 'meta': meta}).encode())
     monkeypatch.setenv('GIMMIK_CACHE_DIR', str(tmp_path))
@@ -240,6 +249,13 @@ def test_runtime_plumbing_with_stand_in(stand_in, rng, dtype, beta):
     res = tune(A, beta=beta, dtype=dtype, n=130, ldb=132, ldc=136,
                runtime=rt, use_cache=False)
     assert res.platform == 'hip' and res.vendor['time_s'] > 0
+    # both hipBLAS formulations ran and were timed; the faster is the vendor
+    forms = {f['name']: f for f in res.vendor['formulations']}
+    assert set(forms) == {'hipblas-nn', 'hipblas-nt'}
+    assert all(f['error'] is None for f in forms.values()), forms
+    assert {'NN', 'NT'} <= set(stand_in.blas.ops)
+    assert res.vendor['time_s'] == min(f['time_s'] for f in forms.values())
+    assert forms[res.vendor['formulation']]['time_s'] == res.vendor['time_s']
     assert res.vendor_error <= {'float64': 1e-13, 'float32': 1e-5}[dtype]
     assert res.candidates and all(c['correct'] for c in res.candidates), \
         res.candidates

@@ -1,5 +1,7 @@
 """The `cuda` runtime: CuPy for memory, kernels (NVRTC, or nvcc when it is on
-the PATH) and events; cuBLAS dgemm/sgemm as the vendor baseline."""
+the PATH) and events; the vendor baseline is the fastest of cuBLAS ?gemm
+(both storages of A), CuPy's cupy.cublas.gemm and cuBLASLt's heuristic
+algorithms (vendor_formulations)."""
 
 import os
 import shutil
@@ -8,7 +10,13 @@ import tempfile
 
 import numpy as np
 
-from gimmik.runtime import Runtime as _Runtime, RuntimeUnavailable
+from gimmik.runtime import Runtime as _Runtime, RuntimeUnavailable, \
+    blas, failed_launch
+
+# cuBLASLt: heuristic algorithms timed per storage of A, and the workspace
+# they may use
+LT_ALGOS = {'nn': 8, 'nt': 4}
+LT_WORKSPACE = 32 << 20
 
 try:
     import cupy
@@ -21,7 +29,7 @@ except Exception as e:  # ImportError, or a broken CUDA install
 class Runtime(_Runtime):
     name = 'cuda'
 
-    def __init__(self, device=0, compiler='auto'):
+    def __init__(self, device=0, compiler='auto', cublaslt=True):
         if cupy is None:
             raise RuntimeUnavailable(f'cupy is not importable: {_IMPORT_ERROR}')
         try:
@@ -44,6 +52,8 @@ class Runtime(_Runtime):
         nvcc = shutil.which('nvcc')
         self.compiler = ('nvcc' if nvcc and compiler != 'nvrtc' else 'nvrtc')
         self._cubin_dir, self._ncubin = None, 0
+        self._lt = None       # the cuBLASLt handle, made on first use
+        self.cublaslt = bool(cublaslt)   # offer cuBLASLt formulations
 
     # -- description -----------------------------------------------------
     @property
@@ -140,25 +150,100 @@ class Runtime(_Runtime):
                 'local_mem': a.get('local_size_bytes')}
 
     # -- the vendor baseline --------------------------------------------
+    vendor_name = 'cublas-nn'
+
     def vendor_gemm(self, A, alpha, beta, dtype):
+        return self._cublas_gemm(A, alpha, beta, dtype, 'nn')
+
+    def vendor_formulations(self, A, alpha, beta, dtype, n=None, ldb=None,
+                            ldc=None):
+        """cuBLAS ?gemm for both ways of storing A (gimmik.runtime.blas),
+        CuPy's cupy.cublas.gemm on the row-major views, and, when the sizes
+        are given, cuBLASLt's heuristic algorithms (LT_ALGOS of them per
+        storage of A), each a formulation of its own."""
         dtype = np.dtype(dtype)
-        m, k = A.shape
-        a = cupy.asarray(np.ascontiguousarray(A, dtype=dtype))
-        scal = np.array([alpha, beta], dtype=dtype)
+        forms = []
+        for name, make in ((f'cublas-{f}',
+                            lambda f=f: self._cublas_gemm(A, alpha, beta,
+                                                          dtype, f))
+                           for f in blas.FORMS):
+            forms.append((name, _setup(make)))
+        forms.append(('cupy-gemm',
+                      _setup(lambda: self._cupy_gemm(A, alpha, beta, dtype))))
+        if n is not None and self.cublaslt:
+            ldb, ldc = ldb or n, ldc or n
+            for f, count in LT_ALGOS.items():
+                forms += self._cublaslt(A, alpha, beta, dtype, f, count, n,
+                                        ldb, ldc)
+        return forms
+
+    def _cublas_gemm(self, A, alpha, beta, dtype, form):
+        """cuBLAS ?gemm, C^T = B^T A^T column-major, A stored as `form`."""
+        dtype = np.dtype(dtype)
+        m, k = np.shape(A)
+        a = cupy.asarray(blas.stored_a(A, alpha, dtype, form))
+        scal = np.array([1.0, beta], dtype=dtype)
         gemm = _cublas.dgemm if dtype == np.float64 else _cublas.sgemm
         handle = cupy.cuda.device.get_cublas_handle()
-        nop = _cublas.CUBLAS_OP_N
+        ops = {'N': _cublas.CUBLAS_OP_N, 'T': _cublas.CUBLAS_OP_T}
 
-        # Row-major C (m x n) = A (m x k) B (k x n) is column-major
-        # C^T (n x m) = B^T (n x k) A^T (k x m).
         def launch(b, c, n, ldb, ldc):
+            g = blas.colmajor_gemm(form, m, k, n, ldb, ldc)
             _cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)
             _cublas.setPointerMode(handle, _cublas.CUBLAS_POINTER_MODE_HOST)
-            gemm(handle, nop, nop, n, m, k, scal.ctypes.data, b.data.ptr,
-                 ldb, a.data.ptr, k, scal.ctypes.data + dtype.itemsize,
-                 c.data.ptr, ldc)
+            gemm(handle, ops[g.transa], ops[g.transb], g.M, g.N, g.K,
+                 scal.ctypes.data, b.data.ptr, g.ldx, a.data.ptr, g.ldy,
+                 scal.ctypes.data + dtype.itemsize, c.data.ptr, g.ldc)
         launch.keep = (a, scal)
         return launch
+
+    def _cupy_gemm(self, A, alpha, beta, dtype):
+        """CuPy's own cupy.cublas.gemm('N', 'N', A, B, C) on the row-major
+        views of the panels (CuPy maps them to cuBLAS itself)."""
+        from cupy import cublas as cupy_cublas
+        dtype = np.dtype(dtype)
+        a = cupy.asarray(np.ascontiguousarray(A, dtype=dtype))
+
+        def launch(b, c, n, ldb, ldc):
+            cupy_cublas.gemm('N', 'N', a, b[:, :n], c[:, :n], alpha=alpha,
+                             beta=beta)
+        launch.keep = (a,)
+        return launch
+
+    def _cublaslt(self, A, alpha, beta, dtype, form, count, n, ldb, ldc):
+        """cuBLASLt matmul with each of up to `count` heuristic algorithms
+        for the sizes n, ldb, ldc: [(name, launch)]."""
+        base = f'cublaslt-{form}'
+        try:
+            from gimmik.runtime import cublaslt
+            if self._lt is None:
+                self._lt = cublaslt.Handle()
+            m, k = np.shape(A)
+            g = blas.colmajor_gemm(form, m, k, n, ldb, ldc)
+            mm = cublaslt.Matmul(self._lt, g, dtype, LT_WORKSPACE)
+            algos = mm.heuristics(count)
+            if not algos:
+                raise RuntimeError('the heuristic offered no algorithm')
+        except Exception as e:
+            return [(base, failed_launch(e))]
+        dtype = np.dtype(dtype)
+        a = cupy.asarray(blas.stored_a(A, alpha, dtype, form))
+        scal = np.array([1.0, beta], dtype=dtype)
+        ws = cupy.empty(max(LT_WORKSPACE, 1), dtype=np.uint8)
+        sizes = (n, ldb, ldc)
+
+        def make(algo):
+            def launch(b, c, n, ldb, ldc):
+                if (n, ldb, ldc) != sizes:
+                    raise ValueError(f'cuBLASLt plan made for n, ldb, ldc '
+                                     f'= {sizes}, called with '
+                                     f'{(n, ldb, ldc)}')
+                mm.run(algo, scal.ctypes.data, b.data.ptr, a.data.ptr,
+                       scal.ctypes.data + dtype.itemsize, c.data.ptr,
+                       ws.data.ptr, cupy.cuda.get_current_stream().ptr)
+            launch.keep = (mm, a, scal, ws, algo)
+            return launch
+        return [(f'{base}/h{i}', make(algo)) for i, algo in enumerate(algos)]
 
     # -- timing ----------------------------------------------------------
     def time(self, launch, args, *, warmup=2, repeats=10):
@@ -189,3 +274,11 @@ class Runtime(_Runtime):
 
     def synchronize(self):
         cupy.cuda.get_current_stream().synchronize()
+
+
+def _setup(make):
+    """make() or, when setting it up fails, a launch raising why."""
+    try:
+        return make()
+    except Exception as e:
+        return failed_launch(e)

@@ -2,8 +2,9 @@
 
 Kernels are compiled by hiprtc (:func:`gimmik.hiprtc.compile_hip`), loaded
 with hipModuleLoadData / hipModuleGetFunction and launched with
-hipModuleLaunchKernel; times come from HIP events; the baseline is hipBLAS's
-dgemm/sgemm on the same row-major panels.
+hipModuleLaunchKernel; times come from HIP events; the baseline is the
+faster of hipBLAS's dgemm/sgemm formulations (both storages of A) on the same
+row-major panels.
 
 Without what it needs the runtime raises
 :class:`gimmik.runtime.RuntimeUnavailable` naming the missing piece: hip-python
@@ -19,7 +20,8 @@ import threading
 
 import numpy as np
 
-from gimmik.runtime import Runtime as _Runtime, RuntimeUnavailable
+from gimmik.runtime import Runtime as _Runtime, RuntimeUnavailable, \
+    blas, failed_launch
 
 
 _lock = threading.Lock()
@@ -244,29 +246,52 @@ class Runtime(_Runtime):
     def launch_feedback(self, src, meta):
         return dict(self._attrs.get(src, {}))
 
+    vendor_name = 'hipblas-nn'
+
     def vendor_gemm(self, A, alpha, beta, dtype):
-        """hipBLAS ?gemm.  Row-major C (m x n) = A (m x k) B (k x n) is the
-        column-major C' = B'A': gemm(N, N, n, m, k, B, ldb, A, k, C, ldc)."""
+        return self._hipblas_gemm(A, alpha, beta, dtype, 'nn')
+
+    def vendor_formulations(self, A, alpha, beta, dtype, n=None, ldb=None,
+                            ldc=None):
+        """hipBLAS ?gemm for both ways of storing A (gimmik.runtime.blas).
+        Missing hipBLAS bindings raise RuntimeUnavailable (no baseline at
+        all); a formulation that fails to set up is listed failing."""
+        _load_hipblas()
+        forms = []
+        for f in blas.FORMS:
+            try:
+                launch = self._hipblas_gemm(A, alpha, beta, dtype, f)
+            except RuntimeUnavailable:
+                raise
+            except Exception as e:
+                launch = failed_launch(e)
+            forms.append((f'hipblas-{f}', launch))
+        return forms
+
+    def _hipblas_gemm(self, A, alpha, beta, dtype, form):
+        """hipBLAS ?gemm, C^T = B^T A^T column-major, A stored as `form`
+        (gimmik.runtime.blas)."""
         hipblas = _load_hipblas()
         dtype = np.dtype(dtype)
         if self._blas is None:
             self._blas = _check(hipblas.hipblasCreate(), 'hipblasCreate')
-        Ad = np.ascontiguousarray(alpha*np.asarray(A, np.float64), dtype)
-        m, k = Ad.shape
-        abuf = self.upload(Ad)
+        m, k = np.shape(A)
+        abuf = self.upload(blas.stored_a(A, alpha, dtype, form))
         if dtype == np.float64:
             gemm, scalar = hipblas.hipblasDgemm, ctypes.c_double
         else:
             gemm, scalar = hipblas.hipblasSgemm, ctypes.c_float
         one, bet = scalar(1.0), scalar(beta)
-        opn = hipblas.hipblasOperation_t.HIPBLAS_OP_N
+        ops = {'N': hipblas.hipblasOperation_t.HIPBLAS_OP_N,
+               'T': hipblas.hipblasOperation_t.HIPBLAS_OP_T}
         handle = self._blas
 
         def launch(b, c, n, ldb, ldc):
             _check_buffers(b, c, dtype, m, k, n, ldb, ldc)
-            _check(gemm(handle, opn, opn, n, m, k, ctypes.addressof(one),
-                        b.ptr, ldb, abuf.ptr, k, ctypes.addressof(bet),
-                        c.ptr, ldc), 'hipblas gemm')
+            g = blas.colmajor_gemm(form, m, k, n, ldb, ldc)
+            _check(gemm(handle, ops[g.transa], ops[g.transb], g.M, g.N, g.K,
+                        ctypes.addressof(one), b.ptr, g.ldx, abuf.ptr, g.ldy,
+                        ctypes.addressof(bet), c.ptr, g.ldc), 'hipblas gemm')
         launch.keep = (abuf, one, bet)
         return launch
 
