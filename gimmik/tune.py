@@ -288,7 +288,9 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
                                'error': str(e)}
         vref, verr, vtime, vlaunch = exact, None, None, None
     if forms is not None:
-        outs = {}
+        # candidates are checked against the first right formulation's
+        # output (one copy kept); every right one is within tol of NumPy
+        errs, first = {}, []
 
         def vcheck(launch):
             out, pad = run_check(launch)
@@ -296,7 +298,9 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
             if not pad or err > tol:
                 return (f'disagrees with NumPy (relative error {err:.3g}'
                         f'{"" if pad else ", wrote C padding"})')
-            outs[launch] = (out[:, :n].astype(np.float64), err)
+            errs[launch] = err
+            if not first:
+                first.append(out[:, :n].astype(np.float64))
         vbest, vrecs = pick_vendor(forms, vcheck, timed)
         if vbest is None:
             raise RuntimeError(
@@ -304,7 +308,7 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
                 f'fails in every formulation: '
                 + '; '.join(f'{r["name"]}: {r["error"]}' for r in vrecs))
         vname, vlaunch, vtime = vbest
-        vref, verr = outs[vlaunch]
+        vref, verr = first[0], errs[vlaunch]
         vendor = {'time_s': vtime, 'gbps': moved / vtime / 1e9,
                   'formulation': vname,
                   'formulations': [{**r, 'gbps': (moved / r['time_s'] / 1e9
