@@ -327,6 +327,7 @@ def vendor_baseline(rt, A, beta, b, c0, c, n, repeats):
     rng = np.random.default_rng(n)
     cols = np.unique(np.concatenate([
         rng.integers(0, n, SAMPLE_COLS), [0, n - 1]]))
+    cols = _xp(b).asarray(cols)
     exact = A @ to_host(b[:, cols]) + beta*to_host(c0[:, cols])
     ref = []
 
