@@ -488,7 +488,7 @@ def fake_cupy(monkeypatch):
     lt = FakeLt(offer=3)
     monkeypatch.setattr(cublaslt, 'load_library', lambda: lt)
     rt = cudart.Runtime.__new__(cudart.Runtime)
-    rt._lt, rt.cublaslt = None, True
+    rt._init_state()
     return SimpleNamespace(rt=rt, blas=blas_, lt=lt, cupy_calls=calls)
 
 

@@ -3,15 +3,24 @@ the PATH) and events; the vendor baseline is the fastest of cuBLAS ?gemm
 (both storages of A), CuPy's cupy.cublas.gemm and cuBLASLt's heuristic
 algorithms (vendor_formulations)."""
 
+import concurrent.futures as cf
 import os
+import re
 import shutil
 import subprocess
 import tempfile
+import threading
 
 import numpy as np
 
 from gimmik.runtime import Runtime as _Runtime, RuntimeUnavailable, \
     blas, failed_launch
+
+# prepare(): candidates are built in nvcc runs of at most this much source,
+# this many runs at once, each given this many seconds
+BATCH_CHARS = 300_000
+JOBS = os.cpu_count() or 4
+COMPILE_TIMEOUT = 600
 
 # cuBLASLt: heuristic algorithms timed per storage of A, and the workspace
 # they may use
@@ -51,8 +60,15 @@ class Runtime(_Runtime):
         self.sms = int(props['multiProcessorCount'])
         nvcc = shutil.which('nvcc')
         self.compiler = ('nvcc' if nvcc and compiler != 'nvrtc' else 'nvrtc')
+        self._init_state(cublaslt)
+
+    def _init_state(self, cublaslt=True):
+        """The runtime's own state, apart from the device."""
         self._cubin_dir, self._ncubin = None, 0
         self._lt = None       # the cuBLASLt handle, made on first use
+        self._prepared = {}   # src -> (_Batch, kernel name in the batch)
+        self._prep_lock = threading.Lock()
+        self._pool, self._nbatch = None, 0
         self.cublaslt = bool(cublaslt)   # offer cuBLASLt formulations
 
     # -- description -----------------------------------------------------
@@ -123,7 +139,44 @@ class Runtime(_Runtime):
             f.write(cubin)
         return cupy.RawModule(path=path)
 
+    # -- building ahead: batched parallel nvcc runs ----------------------
+    def prepare(self, kernels):
+        """Build the (src, meta) pairs in nvcc runs of at most BATCH_CHARS
+        of source each, JOBS runs at once in the background; compile() then
+        waits for its batch.  Each source's kernel name, and every
+        identifier starting with it, gets a per-source suffix so the
+        sources of a batch link together.  Sources already prepared are
+        skipped; with NVRTC (no nvcc) nothing is done ahead."""
+        if self.compiler != 'nvcc':
+            return
+        with self._prep_lock:
+            todo = list({src: (src, meta) for src, meta in kernels
+                         if src not in self._prepared}.values())
+            if self._pool is None:
+                self._pool = cf.ThreadPoolExecutor(JOBS)
+            for batch in _batches(todo, BATCH_CHARS):
+                self._nbatch += 1
+                parts, names = [], []
+                for i, (src, meta) in enumerate(batch):
+                    kname = meta.get('kname', 'gimmik_mm')
+                    new = f'{kname}_b{self._nbatch}_{i}'
+                    parts.append(rename_kernel(src, kname, new))
+                    names.append(new)
+                job = _Batch(self._pool.submit(
+                    self.build, '\n'.join(parts), batch[0][1],
+                    COMPILE_TIMEOUT))
+                for (src, meta), new in zip(batch, names):
+                    self._prepared[src] = (job, new)
+
     def compile(self, src, meta):
+        with self._prep_lock:
+            job, name = self._prepared.get(src, (None, None))
+        if job is not None:
+            try:
+                module = job.module(self)
+                return self.load(src, {**meta, 'kname': name}, module=module)
+            except Exception:   # the batch failed: build this one alone
+                pass
         return self.load(src, meta, self.build(src, meta))
 
     def _launcher(self, kern, mod, meta):
@@ -282,3 +335,39 @@ def _setup(make):
         return make()
     except Exception as e:
         return failed_launch(e)
+
+
+def rename_kernel(src, kname, new):
+    """src with every identifier starting with kname (the kernel and its
+    file-scope tables) starting with `new` instead."""
+    return re.sub(rf'\b{re.escape(kname)}(?=\w*\b)', new, src)
+
+
+def _batches(items, limit):
+    """Consecutive (src, meta) items in groups of at most `limit` characters
+    of source (a longer source alone)."""
+    batch, size = [], 0
+    for src, meta in items:
+        if batch and size + len(src) > limit:
+            yield batch
+            batch, size = [], 0
+        batch.append((src, meta))
+        size += len(src)
+    if batch:
+        yield batch
+
+
+class _Batch:
+    """One nvcc run of prepare(): its cubin future and the module loaded
+    from it once."""
+
+    def __init__(self, future):
+        self.future, self._module, self._lock = future, None, \
+            threading.Lock()
+
+    def module(self, runtime):
+        with self._lock:
+            if self._module is None:
+                self._module = runtime.load_module(self.future.result())
+                self.future = None        # the cubin is loaded: drop it
+            return self._module
