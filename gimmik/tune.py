@@ -146,15 +146,6 @@ def _ld_align(ldb, ldc, cap=16):
     return a
 
 
-def rel_error(x, ref):
-    """max |x - ref| / max |ref| (inf when x has a NaN or Inf)."""
-    x = np.asarray(x, dtype=np.float64)
-    if not (np.isfinite(x).all() and np.isfinite(ref).all()):
-        return math.inf
-    scale = max(float(np.abs(ref).max()), np.finfo(np.float64).tiny)
-    return float(np.abs(x - ref).max()) / scale
-
-
 def tune(A, *, beta=0.0, dtype='float64', n=None, ldb=None, ldc=None,
          platform='auto', runtime=None, use_cache=True, progress=None,
          name=None, b=None, c=None):
@@ -257,15 +248,19 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
 
     moved = moved_bytes(info, beta, n, itemsize)
 
-    def run_check(launch):
-        """First output of a launch on a fresh start buffer; returns
-        (relative error, the C padding is intact)."""
-        cbuf = runtime.upload(cstart)
+    # Checks compare on the device where the runtime can (compare()):
+    # the start of C and the exact result are put there once
+    cstart_buf = runtime.upload(cstart)
+    exact_ref = runtime.reference(exact)
+
+    def run_check(launch, ref):
+        """A launch's first output on a fresh copy of the start of C;
+        returns (the output buffer, its relative error against ref, the C
+        padding is intact)."""
+        cbuf = runtime.clone(cstart_buf)
         launch(bufs[0][0], cbuf, n, ldb, ldc)
-        out = np.empty_like(ch)
-        runtime.download(cbuf, out)
-        padok = np.array_equal(out[:, n:], ch[:, n:])
-        return out, padok
+        err, padok = runtime.compare(cbuf, ref, cstart_buf, n)
+        return cbuf, err, padok
 
     def timed(launch):
         state = {'i': 0}
@@ -286,21 +281,20 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
     except RuntimeUnavailable as e:
         forms, vendor = None, {'time_s': None, 'gbps': None,
                                'error': str(e)}
-        vref, verr, vtime, vlaunch = exact, None, None, None
+        vref, verr, vtime, vlaunch = exact_ref, None, None, None
     if forms is not None:
         # candidates are checked against the first right formulation's
         # output (one copy kept); every right one is within tol of NumPy
         errs, first = {}, []
 
         def vcheck(launch):
-            out, pad = run_check(launch)
-            err = rel_error(out[:, :n], exact)
+            out, err, pad = run_check(launch, exact_ref)
             if not pad or err > tol:
                 return (f'disagrees with NumPy (relative error {err:.3g}'
                         f'{"" if pad else ", wrote C padding"})')
             errs[launch] = err
             if not first:
-                first.append(out[:, :n].astype(np.float64))
+                first.append(out)
         vbest, vrecs = pick_vendor(forms, vcheck, timed)
         if vbest is None:
             raise RuntimeError(
@@ -318,12 +312,7 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
     mm = runtime.matmul(A, beta, aligne=_ld_align(ldb, ldc))
     opts = runtime.kernel_options()
     total = _count(mm, dt, opts)
-    if type(runtime).prepare is not Runtime.prepare:
-        try:
-            runtime.prepare([mm.render(cand, dt, KNAME)
-                             for cand in mm.candidates(dt, **opts)])
-        except Exception:   # each candidate's own failure is reported below
-            pass
+    _prepare(runtime, mm, dt)
     kgen = mm.kernels(dt, kname=KNAME, **opts)
     cands, best, feedback = [], None, None
     while True:
@@ -336,8 +325,7 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
         feedback = {'runtime': None}
         try:
             launch = runtime.compile(src, meta)
-            out, padok = run_check(launch)
-            err = rel_error(out[:, :n], vref)
+            _, err, padok = run_check(launch, vref)
             if err > tol or not padok:
                 rec['error'] = (f'relative error {err:.3g} against the '
                                 f'{"vendor BLAS" if vlaunch else "reference"}'
@@ -372,6 +360,27 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
                                           or vtime < best['time_s']),
         m=m, k=k,
         ldb=ldb, ldc=ldc, vendor_error=verr)
+
+
+def prepare(A, *, beta=0.0, dtype='float64', n, ldb=None, ldc=None,
+            runtime):
+    """Hand the candidates tune() would build for this problem to
+    runtime.prepare() (the cuda runtime starts building them in the
+    background), so a sweep can build the next operator's candidates while
+    it times this one's.  Failures are left for tune() to report."""
+    mm = runtime.matmul(check_matrix(A), check_scalar(beta, 'beta'),
+                        aligne=_ld_align(ldb or n, ldc or n))
+    _prepare(runtime, mm, check_dtype(dtype))
+
+
+def _prepare(runtime, mm, dt):
+    if type(runtime).prepare is Runtime.prepare:
+        return
+    try:
+        runtime.prepare([mm.render(cand, dt, KNAME) for cand in
+                         mm.candidates(dt, **runtime.kernel_options())])
+    except Exception:   # each candidate's own failure is reported by tune()
+        pass
 
 
 def _finite_or(x, rng, rows, n):

@@ -478,6 +478,8 @@ def fake_cupy(monkeypatch):
     cp.cuda = SimpleNamespace(
         get_current_stream=lambda: SimpleNamespace(ptr=0),
         device=SimpleNamespace(get_cublas_handle=lambda: 'handle'))
+    cp.isfinite, cp.abs, cp.array_equal = np.isfinite, np.abs, \
+        np.array_equal
     cp.cublas = ModuleType('cupy.cublas')
     cp.cublas.gemm = gemm
     monkeypatch.setitem(sys.modules, 'cupy', cp)
@@ -547,3 +549,22 @@ def test_cuda_formulation_setup_failures_are_listed(fake_cupy, monkeypatch,
         with pytest.raises((OSError, RuntimeError), match='on purpose'):
             forms[name](_dev(np.zeros((3, 8))), _dev(np.zeros((3, 8))), 8,
                         8, 8)
+
+
+def test_cuda_compare_on_the_device(fake_cupy, rng):
+    rt = fake_cupy.rt
+    start = _dev(np.full((3, 10), 7.0))
+    ref = rt.reference(rng.standard_normal((3, 8)))
+    buf = rt.clone(start)
+    assert isinstance(buf, DevArray) and buf is not start
+    buf[:, :8] = ref
+    assert rt.compare(buf, ref, start, 8) == (0.0, True)
+    buf[1, 2] += 1e-9*np.abs(ref).max()
+    err, pad = rt.compare(buf, ref, start, 8)
+    assert 0.9e-9 < err < 1.1e-9 and pad
+    buf[0, 9] = 0.0
+    assert rt.compare(buf, ref, start, 8)[1] is False
+    buf[2, 0] = np.nan
+    assert rt.compare(buf, ref, start, 8)[0] == np.inf
+    f32 = _dev(np.zeros((3, 8), np.float32))
+    assert rt.compare(f32, np.zeros((3, 8)), f32, 8) == (0.0, True)

@@ -8,6 +8,9 @@ elements, exactly as the kernels see them.
 
 from abc import ABC, abstractmethod
 import importlib
+import math
+
+import numpy as np
 
 
 # platform name -> module providing `Runtime` (a subclass of Runtime below)
@@ -91,6 +94,33 @@ class Runtime(ABC):
         """Measured device-to-device copy bandwidth in bytes/s for a copy of
         nbytes."""
 
+    # -- checking outputs (the tuner's) -----------------------------------
+    def clone(self, buf):
+        """A new buffer holding a copy of buf (through the host unless the
+        runtime copies on the device)."""
+        return self.upload(self._host(buf))
+
+    def reference(self, host):
+        """A reference for compare() from a host array (the array itself
+        unless the runtime compares on the device)."""
+        return host
+
+    def compare(self, buf, ref, start, n):
+        """(relative error of the first n columns of buf against those of
+        ref, the columns of buf beyond n equal those of start): ref is from
+        reference() or a buffer, start a buffer of buf's shape.  The error
+        is max |buf - ref| / max |ref|, infinite when buf has a NaN or
+        Inf."""
+        out, ref, start = (x if isinstance(x, np.ndarray) else self._host(x)
+                           for x in (buf, ref, start))
+        return (rel_error(out[:, :n], ref[:, :n]),
+                bool(np.array_equal(out[:, n:], start[:, n:])))
+
+    def _host(self, buf):
+        out = np.empty(buf.shape, buf.dtype)
+        self.download(buf, out)
+        return out
+
     def prepare(self, kernels):
         """Build ahead of time the (src, meta) pairs the tuner is about to
         compile() one by one, where the platform can build several at once
@@ -105,6 +135,15 @@ class Runtime(ABC):
         """Size of the last-level cache in bytes (0: unknown).  The tuner
         rotates through several buffer sets when one set would fit in it."""
         return 0
+
+
+def rel_error(x, ref):
+    """max |x - ref| / max |ref| (inf when x or ref has a NaN or Inf)."""
+    x = np.asarray(x, dtype=np.float64)
+    if not (np.isfinite(x).all() and np.isfinite(ref).all()):
+        return math.inf
+    scale = max(float(np.abs(ref).max()), np.finfo(np.float64).tiny)
+    return float(np.abs(x - ref).max()) / scale
 
 
 def failed_launch(error):

@@ -120,6 +120,9 @@ class Runtime(_Runtime):
     def download(self, buf, out):
         np.copyto(out, buf)
 
+    def clone(self, buf):
+        return np.array(buf, order='C', copy=True)
+
     # -- building and launching ------------------------------------------
     def build(self, src, kname='gimmik_mm'):
         """Compile C source to a shared library (cached on disk by a hash of

@@ -90,6 +90,23 @@ class Runtime(_Runtime):
     def download(self, buf, out):
         out[...] = cupy.asnumpy(buf)
 
+    # -- checking on the device -----------------------------------------
+    def clone(self, buf):
+        return buf.copy()
+
+    def reference(self, host):
+        return cupy.asarray(host)
+
+    def compare(self, buf, ref, start, n):
+        x = buf[:, :n].astype(np.float64)
+        r = cupy.asarray(ref)[:, :n]
+        if bool(cupy.isfinite(x).all()) and bool(cupy.isfinite(r).all()):
+            scale = max(float(cupy.abs(r).max()), np.finfo(np.float64).tiny)
+            err = float(cupy.abs(x - r).max()) / scale
+        else:
+            err = float('inf')
+        return err, bool(cupy.array_equal(buf[:, n:], start[:, n:]))
+
     # -- kernels ---------------------------------------------------------
     def arch(self, meta=None):
         cc = (meta or {}).get('compute_capability') or self.cc

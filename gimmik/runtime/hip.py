@@ -199,6 +199,13 @@ class Runtime(_Runtime):
                                    self._hip.hipMemcpyKind
                                    .hipMemcpyDeviceToHost), 'hipMemcpy D2H')
 
+    def clone(self, buf):
+        new = DeviceArray(self._hip, buf.shape, buf.dtype)
+        _check(self._hip.hipMemcpy(new.ptr, buf.ptr, buf.nbytes,
+                                   self._hip.hipMemcpyKind
+                                   .hipMemcpyDeviceToDevice), 'hipMemcpy D2D')
+        return new
+
     # -- kernels ---------------------------------------------------------
     def compile(self, src, meta):
         from gimmik.base import MatMul
