@@ -279,7 +279,7 @@ def _import_tune():
 
 def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
           n=None, max_nnz='default', runtime=None, use_cache=True,
-          restart=False, progress=True, tune=None, stream=None):
+          restart=False, progress=True, tune=None, stream=None, mib=None):
     """Tune every operator of a suite matching `ops`; returns the rows.
 
     Operators already in DIR/sweep.csv without an error are skipped (unless
@@ -287,11 +287,20 @@ def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
     Operators with more than `max_nnz` non-zeros get a 'skipped' row
     ('default': DEFAULT_MAX_NNZ of the platform; None: no limit).
     `tune` defaults to gimmik.tune.tune; `runtime` to
-    get_runtime(platform)."""
+    get_runtime(platform).  `mib` instead of `n` sizes each operator's
+    panels: n columns so that B + C take at least `mib` MiB (panel_n).
+    Every candidate's and vendor formulation's time goes to
+    DIR/candidates.csv."""
     if platform not in PLATFORMS:
         raise ValueError(f'platform must be one of {", ".join(PLATFORMS)}, '
                          f'not {platform!r}')
     dtype = _dtype_name(DTYPES.get(dtype, dtype))
+    if mib is not None:
+        if n is not None:
+            raise ValueError('give n or mib, not both')
+        if isinstance(mib, bool) or not isinstance(mib, (int, float)) \
+                or not 0 < mib < math.inf:
+            raise ValueError(f'mib must be a positive number, not {mib!r}')
     if n is not None:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) \
                 or n < 1:
@@ -310,12 +319,16 @@ def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
     operators = suite(ops, ops_path)
 
     if tune is None:
-        tune = _import_tune().tune
+        tune = _tune_fn()
     if runtime is None:
         from gimmik.runtime import get_runtime
         runtime = get_runtime(platform)
-    if n is None:
+    if n is None and mib is None:
         n = int(_import_tune().default_n(runtime.name))
+    itemsize = np.dtype(dtype).itemsize
+
+    def n_of(A):
+        return n if mib is None else panel_n(A, mib, itemsize)
     device = str(runtime.device)
     if max_nnz == 'default':
         max_nnz = DEFAULT_MAX_NNZ.get(runtime.name)
@@ -325,17 +338,20 @@ def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
     rows = {}
     if os.path.exists(csv_path) and not restart:
         for r in read_rows(csv_path):
-            if r.get('dtype') != dtype or r.get('n') != n:
+            want = n if mib is None or r['operator'] not in operators \
+                else n_of(operators[r['operator']])
+            if r.get('dtype') != dtype or (want is not None
+                                           and r.get('n') != want):
                 raise ValueError(
                     f'{csv_path} holds a sweep with dtype {r.get("dtype")} '
-                    f'and n {r.get("n")}, not dtype {dtype} and n {n}: '
+                    f'and n {r.get("n")}, not dtype {dtype} and n {want}: '
                     f'use another --out or --restart')
             rows[r['operator']] = r
 
     config = {'ops': ops if isinstance(ops, str) else ','.join(ops),
               'ops_path': os.fspath(ops_path) if ops_path else None,
               'platform': runtime.name, 'device': device, 'dtype': dtype,
-              'n': n, 'max_nnz': max_nnz}
+              'n': n, 'mib': mib, 'max_nnz': max_nnz}
     if ops_path is None:
         try:
             prov = provenance()
@@ -355,15 +371,21 @@ def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
     def ordered():
         return sorted(rows.values(), key=lambda r: _order(r['operator']))
 
+    ahead = _Ahead(runtime, dtype, n_of) if tune is _tune_fn() else None
     try:
-        for name in todo:
+        cand_rows = _load_candidate_rows(outdir, rows)
+        for i, name in enumerate(todo):
             A = operators[name]
+            n_op = n_of(A)
+            if ahead is not None and i + 1 < len(todo):
+                nxt = todo[i + 1]
+                ahead.submit(operators[nxt], default_beta(nxt))
             beta = default_beta(name)
             bar.start(name)
             t0 = time.monotonic()
             nnz = int(np.count_nonzero(A))
             if max_nnz is not None and nnz > max_nnz:
-                row = error_row(name, A, beta, dtype, n, runtime.name,
+                row = error_row(name, A, beta, dtype, n_op, runtime.name,
                                 device, f'{SKIPPED}: {nnz} non-zeros > '
                                 f'max_nnz {max_nnz}', 0.0)
                 rows[name] = row
@@ -371,26 +393,34 @@ def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
                 bar.finish(name, _summary(row))
                 continue
             try:
-                result = tune(A, beta=beta, dtype=dtype, n=n,
+                result = tune(A, beta=beta, dtype=dtype, n=n_op,
                               platform=runtime.name, runtime=runtime,
                               use_cache=use_cache, name=name,
                               progress=bar.step if bar.tty else None)
                 row = result_row(name, A, beta, result,
                                  time.monotonic() - t0)
                 _write_tune_json(outdir, name, result)
+                cand_rows[name] = candidate_rows(name, A, beta, result)
             except (ValueError, TypeError, RuntimeError, OSError,
                     AssertionError) as e:
-                row = error_row(name, A, beta, dtype, n, runtime.name,
+                row = error_row(name, A, beta, dtype, n_op, runtime.name,
                                 device, f'{type(e).__name__}: {e}',
                                 time.monotonic() - t0)
             rows[name] = row
             write_tables(outdir, ordered(), config)
+            write_candidates(outdir, [cand_rows[r['operator']]
+                                      for r in ordered()
+                                      if r['operator'] in cand_rows])
             bar.finish(name, _summary(row))
     except KeyboardInterrupt:
+        if ahead is not None:
+            ahead.close(wait=False)
         bar.close()
         print(f'interrupted: {len(rows)} operators in {csv_path}; run the '
               f'same command again to resume', file=stream or sys.stderr)
         raise
+    if ahead is not None:
+        ahead.close()
     bar.close()
     if not todo:
         write_tables(outdir, ordered(), config)
@@ -428,6 +458,9 @@ def add_arguments(ap):
     ap.add_argument('--n', type=int, default=None,
                     help='columns of B and C (default: the tuner\'s '
                          'default for the platform)')
+    ap.add_argument('--mib', type=float, default=None,
+                    help='instead of --n: per operator, n columns so that '
+                         'B + C take at least MIB MiB')
     ap.add_argument('--max-nnz', type=int, default=None, metavar='NNZ',
                     help='skip operators with more non-zeros (default: '
                     + ', '.join(f'{p} {v or "no limit"}'
@@ -449,6 +482,7 @@ def run(args):
     try:
         rows = sweep(args.out, ops=args.ops, ops_path=args.ops_path,
                      platform=args.platform, dtype=args.dtype, n=args.n,
+                     mib=args.mib,
                      max_nnz=('default' if args.max_nnz is None else
                               args.max_nnz or None),
                      use_cache=not args.no_cache, restart=args.restart,
@@ -464,3 +498,108 @@ def run(args):
           + (f'; {len(bad)} failed: {", ".join(bad[:10])}' if bad else ''),
           file=sys.stderr)
     return 1 if bad else 0
+
+
+# -- per-operator panel sizes, building ahead, the per-candidate table ------
+CANDIDATES_NAME = 'candidates.csv'
+CANDIDATE_COLUMNS = (
+    'operator', 'n',
+    'kind',              # gimmik (a candidate) or vendor (a formulation)
+    'name',              # candidate variant or vendor formulation
+    'time_s', 'gbps', 'copy_fraction',
+    'chosen',            # the fastest of its kind for this operator
+    'error',             # empty, or why it was not timed
+)
+
+
+def panel_n(A, mib, itemsize=8, multiple=256):
+    """Columns n (a multiple of `multiple`) so that B (k x n) and C (m x n)
+    take at least `mib` MiB together."""
+    m, k = np.shape(A)
+    cols = math.ceil(mib*2**20 / ((m + k)*itemsize))
+    return -(-cols // multiple)*multiple
+
+
+def _tune_fn():
+    return _import_tune().tune
+
+
+class _Ahead:
+    """Builds the next operator's candidates (tune.prepare) in a background
+    thread while this one is timed, for runtimes that build elsewhere than
+    they time (prepare_ahead: the cuda runtime's nvcc runs on the host)."""
+
+    def __init__(self, runtime, dtype, n_of):
+        self.runtime, self.dtype, self.n_of = runtime, dtype, n_of
+        self.pool = None
+        if getattr(runtime, 'prepare_ahead', False):
+            import concurrent.futures as cf
+            self.pool = cf.ThreadPoolExecutor(1)
+
+    def submit(self, A, beta):
+        if self.pool is None:
+            return
+        prep = _import_tune().prepare
+        self.pool.submit(prep, A, beta=beta, dtype=self.dtype, n=self.n_of(A),
+                         runtime=self.runtime)
+
+    def close(self, wait=True):
+        if self.pool is not None:
+            self.pool.shutdown(wait=wait, cancel_futures=not wait)
+
+
+def candidate_rows(name, A, beta, result):
+    """The per-candidate table's rows for one operator's TuneResult."""
+    info = analyse(A)
+    n = int(result.n)
+    nbytes = moved_bytes(info, beta, n, np.dtype(_dtype_name(
+        result.dtype)).itemsize)
+    copy = result.copy_gbps
+    best = _get(result.best or {}, 'variant')
+    vendor = result.vendor or {}
+    out = []
+
+    def row(kind, label, t, chosen, error):
+        gbps = nbytes / t / 1e9 if t else None
+        out.append(_plain({
+            'operator': name, 'n': n, 'kind': kind, 'name': label,
+            'time_s': t, 'gbps': gbps,
+            'copy_fraction': gbps / copy if gbps and copy else None,
+            'chosen': chosen,
+            'error': ' '.join(str(error or '').split())[:300]}))
+    for c in result.candidates or ():
+        row('gimmik', _get(c, 'variant'), _get(c, 'time_s'),
+            _get(c, 'variant') == best and bool(_get(c, 'correct')),
+            _get(c, 'error'))
+    for f in _get(vendor, 'formulations') or ():
+        row('vendor', f['name'], f.get('time_s'),
+            f['name'] == _get(vendor, 'formulation'), f.get('error'))
+    return out
+
+
+def _load_candidate_rows(outdir, rows):
+    """Candidate rows of operators already done, from DIR/candidates.csv."""
+    path = os.path.join(outdir, CANDIDATES_NAME)
+    done = {}
+    if not os.path.exists(path):
+        return done
+    try:
+        with open(path, newline='') as f:
+            for rec in csv.DictReader(f):
+                if rec.get('operator') in rows:
+                    done.setdefault(rec['operator'], []).append(rec)
+    except (OSError, csv.Error, UnicodeDecodeError):
+        return {}
+    return done
+
+
+def write_candidates(outdir, per_operator):
+    """Rewrite DIR/candidates.csv atomically from lists of rows."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator='\n')
+    w.writerow(CANDIDATE_COLUMNS)
+    for rows in per_operator:
+        for r in rows:
+            w.writerow([r.get(c) if isinstance(r.get(c), str)
+                        else _fmt(r.get(c)) for c in CANDIDATE_COLUMNS])
+    _atomic_write(os.path.join(outdir, CANDIDATES_NAME), buf.getvalue())

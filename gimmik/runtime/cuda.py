@@ -37,6 +37,7 @@ except Exception as e:  # ImportError, or a broken CUDA install
 
 class Runtime(_Runtime):
     name = 'cuda'
+    prepare_ahead = True    # nvcc runs on the host while the GPU times
 
     def __init__(self, device=0, compiler='auto', cublaslt=True):
         if cupy is None:
