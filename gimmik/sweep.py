@@ -279,7 +279,8 @@ def _import_tune():
 
 def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
           n=None, max_nnz='default', runtime=None, use_cache=True,
-          restart=False, progress=True, tune=None, stream=None, mib=None):
+          restart=False, progress=True, tune=None, stream=None, mib=None,
+          budget_s=None):
     """Tune every operator of a suite matching `ops`; returns the rows.
 
     Operators already in DIR/sweep.csv without an error are skipped (unless
@@ -290,7 +291,8 @@ def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
     get_runtime(platform).  `mib` instead of `n` sizes each operator's
     panels: n columns so that B + C take at least `mib` MiB (panel_n).
     Every candidate's and vendor formulation's time goes to
-    DIR/candidates.csv."""
+    DIR/candidates.csv.  No operator is started once `budget_s` seconds
+    have passed (the same command resumes)."""
     if platform not in PLATFORMS:
         raise ValueError(f'platform must be one of {", ".join(PLATFORMS)}, '
                          f'not {platform!r}')
@@ -374,7 +376,13 @@ def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
     ahead = _Ahead(runtime, dtype, n_of) if tune is _tune_fn() else None
     try:
         cand_rows = _load_candidate_rows(outdir, rows)
+        started = time.monotonic()
         for i, name in enumerate(todo):
+            if budget_s is not None and time.monotonic() - started > budget_s:
+                print(f'budget of {budget_s:g} s spent: stopping before '
+                      f'{name}; run the same command again to go on',
+                      file=stream or sys.stderr)
+                break
             A = operators[name]
             n_op = n_of(A)
             if ahead is not None and i + 1 < len(todo):
@@ -470,6 +478,9 @@ def add_arguments(ap):
     ap.add_argument('--out', default='sweep-results', metavar='DIR',
                     help='output directory (default: %(default)s); an '
                          'interrupted sweep resumes from it')
+    ap.add_argument('--budget', type=float, default=None, metavar='S',
+                    help='start no operator after S seconds (resume with '
+                         'the same command)')
     ap.add_argument('--restart', action='store_true',
                     help='ignore results already in DIR')
     ap.add_argument('--no-cache', action='store_true',
@@ -482,7 +493,7 @@ def run(args):
     try:
         rows = sweep(args.out, ops=args.ops, ops_path=args.ops_path,
                      platform=args.platform, dtype=args.dtype, n=args.n,
-                     mib=args.mib,
+                     mib=args.mib, budget_s=args.budget,
                      max_nnz=('default' if args.max_nnz is None else
                               args.max_nnz or None),
                      use_cache=not args.no_cache, restart=args.restart,

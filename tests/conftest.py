@@ -17,6 +17,8 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line('markers', 'full: exhaustive, only with --full')
+    config.addinivalue_line('markers', 'gpu: runs on a CUDA device; skipped '
+                            'where the cuda runtime cannot run')
 
 
 def pytest_collection_modifyitems(config, items):

@@ -128,3 +128,14 @@ def test_building_ahead(tmp_path, monkeypatch):
     sweep(tmp_path / 'b', ops=OPS, n=1000, runtime=FakeRuntime(),
           progress=False)
     assert events and all(e[0] == 'tune' for e in events)
+
+
+def test_budget(tmp_path, capsys):
+    tune = VendorTune()
+    rows = sweep(tmp_path, ops=OPS, n=1000, runtime=FakeRuntime(), tune=tune,
+                 progress=False, budget_s=-1)
+    assert rows == [] and tune.calls == []
+    assert 'budget of -1 s spent' in capsys.readouterr().err
+    rows = sweep(tmp_path, ops=OPS, n=1000, runtime=FakeRuntime(), tune=tune,
+                 progress=False, budget_s=1e9)
+    assert len(rows) == len(suite(OPS))

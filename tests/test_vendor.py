@@ -2,8 +2,9 @@
 is the baseline and is named; a formulation that raises, is wrong or writes
 the padding is recorded and never chosen.  The row-major to column-major
 mapping every BLAS formulation uses, the cuBLASLt binding (against a
-stand-in library on host memory) and the H100 benchmark's vendor step (on
-NumPy panels) are checked on the CPU."""
+stand-in library on host memory), the cuda runtime's formulations and
+device-side checks (against stand-ins for CuPy and cuBLAS) and the H100
+benchmark's summary are checked on the CPU."""
 
 import ctypes
 import importlib.util
@@ -346,7 +347,7 @@ def test_cublaslt_missing_library_is_named(monkeypatch):
         cublaslt.load_library()
 
 
-# -- the H100 benchmark's vendor step, on NumPy panels ------------------------
+# -- the H100 benchmark's summary ----------------------------------------------
 
 def load_bench():
     spec = importlib.util.spec_from_file_location(
@@ -356,53 +357,29 @@ def load_bench():
     return mod
 
 
-@pytest.mark.parametrize('beta', [0.0, 1.0])
-def test_bench_vendor_baseline(rng, beta):
-    bench = load_bench()
-    A = random_operator(rng, 6, 5, 0.6)
-    A[0, 0] = 1.0
-    n = 700
-    b = rng.standard_normal((5, n))
-    c0 = rng.standard_normal((6, n))
-    c = np.empty_like(c0)
-    # (padding cannot be written when ld == n: that check is the tuner's)
-    rt = Formulations(names={'wrong', 'no-setup', 'slow', 'raises', 'fast',
-                             'middle'})
-    v = bench.vendor_baseline(rt, A, beta, b, c0, c, n, repeats=1)
-    assert v['name'] == 'fast' and v['time_s'] == 1e-3
-    np.testing.assert_allclose(v['ref'], A @ b + beta*c0, rtol=0,
-                               atol=1e-12*np.abs(A @ b + beta*c0).max())
-    by = {r['name']: r for r in v['records']}
-    assert 'disagrees with NumPy' in by['wrong']['error']
-    assert by['raises']['error'] and by['no-setup']['error']
-    assert [by[x]['time_s'] for x in ('slow', 'fast', 'middle')] == \
-        [3e-3, 1e-3, 2e-3]
-    # the set-up of the whole baseline failing is a record, not an abort
-
-    class NoVendor(CRuntime):
-        def vendor_formulations(self, *a, **k):
-            raise RuntimeError('no vendor library (on purpose)')
-    v = bench.vendor_baseline(NoVendor(), A, beta, b, c0, c, n, repeats=1)
-    assert v['name'] is None and v['ref'] is None
-    assert 'on purpose' in v['records'][0]['error']
-
-
 def test_bench_summary(tmp_path):
+    from gimmik.sweep import COLUMNS, write_candidates, write_tables
     bench = load_bench()
-    path = str(tmp_path / 'r.csv')
-    rows = [('p1-hex-m0', 'cublaslt-nn/h0', 1e-3, 1.2e-3, 0.9, 0.6, 2.0),
-            ('p2-hex-m0', 'cublas-nt', 2e-3, 2e-3, 0.8, 0.4, 0.5),
-            ('p3-hex-m0', 'cublaslt-nn/h0', 3e-3, 2e-3, 0.7, 0.3, 1.5)]
-    for op, form, vt, ct, bc, vc, sp in rows:
-        bench.append(path, bench.FIELDS, {
-            'op': op, 'vendor_formulation': form, 'vendor_time_s': vt,
-            'cupy_gemm_time_s': ct, 'best_copy': bc, 'vendor_copy': vc,
-            'speedup': sp})
-    lines = bench.summarise(path)
-    assert lines[0].startswith('3 operators') and '(1 slower' in lines[0]
+    ops = [('p1-hex-m0', 'cublaslt-nn/h0', 1e-3, 1.2e-3, 0.9, 0.6, 2.0),
+           ('p2-hex-m0', 'cublas-nt', 2e-3, 2e-3, 0.8, 0.4, 0.5),
+           ('p3-hex-m0', 'cublaslt-nn/h0', 3e-3, 2e-3, 0.7, 0.3, 1.5),
+           ('p4-hex-m0', 'cublas-nn', 3e-3, None, 0.7, 0.3, 1.5)]
+    rows, cands = [], []
+    for op, form, vt, ct, bc, vc, sp in ops:
+        row = dict.fromkeys(COLUMNS)
+        row.update(operator=op, dtype='float64', n=256, error='',
+                   vendor_formulation=form, vendor_time_s=vt,
+                   copy_fraction=bc, vendor_copy_fraction=vc, speedup=sp)
+        rows.append(row)
+        cands.append([{'operator': op, 'kind': 'vendor', 'name': 'cupy-gemm',
+                       'time_s': ct, 'error': '' if ct else 'failed'}])
+    write_tables(str(tmp_path), rows, {})
+    write_candidates(str(tmp_path), cands)
+    lines = bench.summarise(str(tmp_path))
+    assert lines[0].startswith('4 operators') and '(1 slower' in lines[0]
     assert lines[1] == ('vendor formulations that won: cublaslt-nn/h0 2, '
-                        'cublas-nt 1')
-    assert lines[2].endswith(': 1 (p3-hex-m0)')
+                        'cublas-nt 1, cublas-nn 1')
+    assert lines[2].endswith(': 1 of 3 with one (p3-hex-m0)')
 
 
 # -- the cuda runtime's formulations against stand-ins for CuPy and cuBLAS ---
