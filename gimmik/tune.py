@@ -234,9 +234,9 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
     if beta == 0:
         cstart[:, :n] = np.nan
 
-    exact = A @ bh[:, :n].astype(np.float64)
+    exact = A @ np.asarray(bh[:, :n], dtype=np.float64)
     if beta != 0:
-        exact += beta*ch[:, :n].astype(np.float64)
+        exact += beta*np.asarray(ch[:, :n], dtype=np.float64)
     tol = TOLERANCE[np.dtype(dt).name]
 
     # Buffer sets to rotate through when one set fits in the cache

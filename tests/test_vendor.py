@@ -29,7 +29,7 @@ def cache_dir(tmp_path, monkeypatch):
     monkeypatch.setattr('gimmik.tune.COPY_BYTES', (1 << 16, 1 << 16))
 
 
-# -- pick_vendor ---------------------------------------------------------------
+# -- pick_vendor --------------------------------------------------------------
 
 def test_pick_vendor_takes_the_fastest_right_one():
     def launch(tag):
@@ -347,7 +347,7 @@ def test_cublaslt_missing_library_is_named(monkeypatch):
         cublaslt.load_library()
 
 
-# -- the H100 benchmark's summary ----------------------------------------------
+# -- the H100 benchmark's summary ---------------------------------------------
 
 def load_bench():
     spec = importlib.util.spec_from_file_location(
