@@ -1,5 +1,7 @@
-"""The tiling of A and the MFMA f64 16x16x4 fragment bake, checked with a
-NumPy model of the instruction (no GPU, no compiler)."""
+"""The tiling of A and the fragment bakes, checked with NumPy models of the
+instructions (no GPU, no compiler): AMD's MFMA f64 16x16x4
+(gimmik.fragments.mfma) and NVIDIA's f64 mma.sync shapes m8n8k4 and
+m16n8k4/k8/k16 (gimmik.fragments.mma)."""
 
 import numpy as np
 import pytest
@@ -9,6 +11,10 @@ from gimmik.fragments import (MAX_CHUNK_KTILES, MFMA_K, MFMA_M, WAVE,
                               b_fragment, bake_mfma, lane_coords,
                               mfma_count, mfma_f64_16x16x4, mfma_plan,
                               model_product, tile_operator)
+from gimmik.fragments.mma import (GEMM_SHAPES, MMA_K, MMA_M, MMA_N,
+                                  gemm_coords, gemm_model, gemm_plan,
+                                  gemm_reference, mma_a_fragment, mma_model,
+                                  mma_plan, mma_reference, mma_tiles)
 
 
 def test_mfma_model_matches_facts_layout():
@@ -161,3 +167,181 @@ def test_lds_bounded_whatever_k():
         mfma_plan(A, 4, kchunk=MAX_CHUNK_KTILES + 1)
     with pytest.raises(ValueError, match='msplit'):
         mfma_plan(np.ones((16, 4)), 2)
+
+
+# == NVIDIA f64 mma.sync ==================================================
+MMA_SHAPES = [dict(mwarps=1, nwarps=1, ntile=1, kstage=1),
+              dict(mwarps=2, nwarps=2, ntile=4, kstage=4),
+              dict(mwarps=4, nwarps=1, ntile=2, kstage=3),
+              dict(mwarps=8, nwarps=1, ntile=2, kstage=8)]
+
+
+# -- the NumPy model of one MMA -----------------------------------------
+def test_mma_model_is_the_ptx_layout(rng):
+    """A: lane l holds A[l/4][l%4]; B: B[l%4][l/4]; C/D: C[l/4][2(l%4) + i]
+    (PTX ISA, mma.m8n8k4 .f64 fragments)."""
+    a = rng.standard_normal((MMA_M, MMA_K))
+    b = rng.standard_normal((MMA_K, MMA_N))
+    c = rng.standard_normal((MMA_M, MMA_N))
+    lanes = np.arange(32)
+    afrag = np.array([a[l // 4, l % 4] for l in lanes])
+    bfrag = np.array([b[l % 4, l // 4] for l in lanes])
+    cfrag = np.array([[c[l // 4, 2*(l % 4) + i] for i in (0, 1)]
+                      for l in lanes])
+    d = a @ b + c
+    want = np.array([[d[l // 4, 2*(l % 4) + i] for i in (0, 1)]
+                     for l in lanes])
+    np.testing.assert_allclose(mma_model(afrag, bfrag, cfrag), want,
+                               rtol=1e-14, atol=1e-14)
+    np.testing.assert_array_equal(mma_a_fragment(a), afrag)
+
+
+def test_mma_tiles_pad_and_mask():
+    A = np.zeros((10, 7))
+    A[9, 6] = 2.0
+    A[0, 0] = 1.0
+    tiles, mask = mma_tiles(A)
+    assert tiles.shape == (2, 2, MMA_M, MMA_K)
+    assert mask.tolist() == [[True, False], [False, True]]
+    assert tiles[1, 1, 1, 2] == 2.0
+
+
+# -- the bake: every warp's mma sequence gives A @ B ---------------------
+@pytest.mark.parametrize('shape', [(8, 4), (37, 45), (84, 252), (140, 60),
+                                   (5, 130)])
+@pytest.mark.parametrize('geom', MMA_SHAPES)
+def test_mma_bake_reproduces_product(rng, shape, geom):
+    A = random_operator(rng, *shape, density=0.9)
+    A[:, -1] = 0.0                # a zero column and a zero tile row
+    A[:min(8, shape[0]), :] = 0.0
+    A[-1, 0] = 0.5
+    plan = mma_plan(A, **geom)
+    B = rng.standard_normal((shape[1], plan.cols))
+    ref = A @ B
+    err = np.abs(mma_reference(plan, A, B) - ref).max() / np.abs(ref).max()
+    assert err <= 1e-13
+    # the table holds every tile of A at [k-tile][m-tile], zero padding
+    # beyond, and the warp rows' m-tiles cover A's
+    tiles, mask = mma_tiles(A)
+    nmt, nkt = mask.shape
+    assert plan.frags.shape == (plan.nstages*plan.kstage,
+                                plan.mwarps*plan.mw, 32)
+    assert plan.mw == -(-nmt // plan.mwarps)
+    assert (plan.frags[:nkt, :nmt].any(axis=2) == mask.T).all()
+    assert not plan.frags[nkt:].any() and not plan.frags[:, nmt:].any()
+
+
+def test_mma_bake_catches_a_wrong_layout(rng):
+    """The model test can fail: a transposed A fragment gives a wrong C."""
+    A = rng.standard_normal((16, 8))
+    plan = mma_plan(A, mwarps=1, nwarps=1, ntile=1, kstage=2)
+    lanes = np.arange(32)
+    plan.frags = plan.frags.reshape(-1, 8, 4)[:, lanes % 8, lanes // 8] \
+        .reshape(plan.frags.shape)
+    B = rng.standard_normal((8, plan.cols))
+    assert np.abs(mma_reference(plan, A, B) - A @ B).max() > 1e-3
+
+
+# -- mma-gemm: the fragment layouts and the bake ---------------------------
+@pytest.mark.parametrize('shape', sorted(GEMM_SHAPES))
+def test_gemm_coords_cover_each_element_once(shape):
+    """Every element of the A (MT x KT), B (KT x 8) and C (MT x 8) tiles is
+    held by exactly one (lane, value)."""
+    mt, kt = GEMM_SHAPES[shape]
+    for rc, dims in zip(gemm_coords(shape), ((mt, kt), (kt, MMA_N),
+                                              (mt, MMA_N))):
+        seen = np.zeros(dims, int)
+        np.add.at(seen, (rc[..., 0], rc[..., 1]), 1)
+        assert (seen == 1).all()
+
+
+def test_gemm_coords_are_the_ptx_layout():
+    """Spot checks written out from the PTX ISA tables (.f64), g = lane/4,
+    t = lane%4: m16n8k8 a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4);
+    b0 (t, g), b1 (t+4, g); c0 (g, 2t), c1 (g, 2t+1), c2 (g+8, 2t);
+    m16n8k16 a5 (g+8, t+8), b3 (t+12, g); m8n8k4 as mma_model."""
+    a, b, c = gemm_coords('m16n8k8')
+    lane = 13                      # g = 3, t = 1
+    assert [tuple(x) for x in a[lane]] == [(3, 1), (11, 1), (3, 5), (11, 5)]
+    assert [tuple(x) for x in b[lane]] == [(1, 3), (5, 3)]
+    assert [tuple(x) for x in c[lane]] == [(3, 2), (3, 3), (11, 2), (11, 3)]
+    a, b, _ = gemm_coords('m16n8k16')
+    assert tuple(a[lane, 5]) == (11, 9) and tuple(b[lane, 3]) == (13, 3)
+    a, b, _ = gemm_coords('m16n8k4')
+    assert [tuple(x) for x in a[lane]] == [(3, 1), (11, 1)]
+
+
+def test_gemm_model_m8n8k4_is_mma_model(rng):
+    """The generic model agrees with mma-dense's m8n8k4 model."""
+    af, bf = rng.standard_normal(32), rng.standard_normal(32)
+    cf = rng.standard_normal((32, 2))
+    np.testing.assert_allclose(gemm_model('m8n8k4', af[:, None],
+                                          bf[:, None], cf),
+                               mma_model(af, bf, cf), rtol=1e-14, atol=1e-14)
+
+
+GEMM_GEOMS = [dict(mwarps=1, nwarps=1, wm=1, wn=1, kstage=1, nbuf=2),
+              dict(mwarps=2, nwarps=2, wm=2, wn=2, kstage=2, nbuf=3),
+              dict(mwarps=2, nwarps=1, wm=3, wn=2, kstage=1, nbuf=4)]
+
+
+@pytest.mark.parametrize('shape', sorted(GEMM_SHAPES))
+@pytest.mark.parametrize('geom', GEMM_GEOMS)
+@pytest.mark.parametrize('mk', [(37, 45), (70, 24), (9, 130)])
+@pytest.mark.parametrize('skip', [False, True])
+def test_gemm_bake_reproduces_product(rng, shape, geom, mk, skip):
+    """The kernel's sequence of mmas, replayed on the baked table and B
+    with the NumPy model, gives A @ B for ragged m, k and n; with skip the
+    zero slabs of A are left out and the result is the same."""
+    m, k = mk
+    A = random_operator(rng, m, k, density=0.9)
+    A[:m // 2, k // 3:] = 0.0      # zero slabs for the upper m-blocks
+    A[-1, 0] = 0.5
+    plan = gemm_plan(A, shape, skip=skip, **geom)
+    n = plan.BN + 3                # a ragged second column block
+    B = rng.standard_normal((k, n))
+    ref = A @ B
+    err = np.abs(gemm_reference(plan, A, B) - ref).max() / np.abs(ref).max()
+    assert err <= 1e-13
+    assert plan.table.size == plan.nmb*plan.nslots*plan.BM*plan.BK
+    assert plan.nmb*plan.BM >= m and plan.nstages*plan.BK >= k
+    assert (plan.nmb - 1)*plan.BM < m
+    if not skip:
+        assert plan.full and (plan.cnt == plan.nstages).all()
+    for mb in range(plan.nmb):     # live stages: increasing, in range
+        ks = plan.kidx[mb, :plan.cnt[mb]]
+        assert (np.diff(ks) > 0).all() and (ks < plan.nstages).all()
+
+
+def test_gemm_skip_leaves_out_zero_slabs():
+    A = np.zeros((64, 64))
+    A[:16, :8] = 1.0               # m-block 0, stage 0 only
+    A[40:, 50:] = 2.0              # m-block 1, the last stages
+    plan = gemm_plan(A, 'm16n8k8', mwarps=2, nwarps=1, wm=1, wn=1,
+                     kstage=1, nbuf=2, skip=True)
+    assert plan.nmb == 2 and plan.nstages == 8
+    assert plan.cnt.tolist() == [1, 2]
+    assert plan.kidx[0, 0] == 0 and plan.kidx[1].tolist() == [6, 7]
+    assert not plan.full and plan.nslots == 2
+
+
+@pytest.mark.parametrize('shape', ['m8n8k4', 'm16n8k8', 'm16n8k16'])
+def test_gemm_bake_catches_a_wrong_layout(rng, shape):
+    """The model test can fail: A fragments baked with another lane
+    mapping (lanes transposed within a fragment, or the values of a lane
+    out of order) give a wrong C."""
+    A = rng.standard_normal((32, 32))
+    geom = dict(mwarps=2, nwarps=1, wm=1, wn=1, kstage=1, nbuf=2)
+    B = rng.standard_normal((32, 8))
+    plan = gemm_plan(A, shape, **geom)
+    assert np.abs(gemm_reference(plan, A, B) - A @ B).max() < 1e-12
+    lanes = np.arange(32)
+    wrong = (lanes % 4)*8 + lanes // 4
+    bad = gemm_plan(A, shape, **geom)
+    t = bad.table.reshape(-1, 32, bad.a_vec)
+    bad.table = t[:, wrong].reshape(-1)
+    assert np.abs(gemm_reference(bad, A, B) - A @ B).max() > 1e-3
+    if bad.a_vec == 2:
+        bad = gemm_plan(A, shape, **geom)
+        bad.table = bad.table.reshape(-1, 2)[:, ::-1].reshape(-1)
+        assert np.abs(gemm_reference(bad, A, B) - A @ B).max() > 1e-3
