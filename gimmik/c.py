@@ -27,7 +27,7 @@ from gimmik.families.rowblock import (  # noqa: F401
 MAX_SCRATCH = 64*1024
 
 # GCC's compile time of the unrolled families grows with the non-zeros of A
-# (seen at -O3 on a 2-core machine: cstream 2.3 s at 768 non-zeros, 8.6 s
+# (measured at -O3 on a 2-core machine: cstream 2.3 s at 768 non-zeros, 8.6 s
 # at 1800; cstream-row 15 s at 768, 38 s at 1800; bstream 245 s at 768).
 # Beyond these only the looped rowblock family is offered, which compiles in
 # under a second for any A of the PyFR suite and is as fast on large ones.

@@ -2,12 +2,11 @@
 
 The streaming families are the HIP ones for a 32-wide warp, with read-only
 (`ld.global.nc`) or evict-first (`ld.global.cs`) loads of B and evict-first
-stores of C; `cstream-mblock` splits the rows of A across blocks.  Two
-families run f64 operators on the FP64 tensor cores: `mma-gemm` (a GEMM
-with 2-D block tiling, A and B staged through shared memory by cp.async,
-m8n8k4 or Hopper's m16n8k4/k8/k16; zero slabs of A skipped) and
-`mma-dense` (m8n8k4, A fragments from a global table).  The families are
-gimmik.families; their fragment bakes gimmik.fragments.mma.
+stores of C; `cstream-mblock` splits the rows of A across blocks.
+`mma-gemm` runs f64 operators on the FP64 tensor cores: a GEMM with 2-D
+block tiling, A and B staged through shared memory by cp.async, m8n8k4 or
+Hopper's m16n8k4/k8/k16, zero slabs of A skipped.  The families are
+gimmik.families; the fragment bake gimmik.fragments.mma.
 """
 
 import numpy as np
@@ -17,9 +16,8 @@ from gimmik.base import MatMul
 # the names the CUDA families and the tests have imported from here
 from gimmik.families.cstream_mblock import mblock_groups  # noqa: F401
 from gimmik.fragments.mma import (  # noqa: F401
-    GEMM_SHAPES, GEMM_SM90, MMA_K, MMA_M, MMA_N, WARP, gemm_coords,
-    gemm_model, gemm_plan, gemm_reference, mma_a_fragment, mma_model,
-    mma_plan, mma_reference, mma_tiles)
+    GEMM_SHAPES, GEMM_SM90, MMA_N, WARP, gemm_coords, gemm_model, gemm_plan,
+    gemm_reference)
 
 # Static __shared__ arrays are limited to 48 KiB in CUDA.
 MAX_STATIC_SHARED = 48*1024
@@ -29,8 +27,7 @@ MAX_STATIC_SHARED = 48*1024
 # would spill to local memory (a thread has at most 255).  The limits are
 # set from ptxas reports on the PyFR suite: ptxas hoists the loads of the
 # unrolled cstream/bstream further than the estimate assumes.
-MAX_EST_REGISTERS = {'cstream-mblock': 200, 'mma-dense': 200,
-                     'mma-gemm': 232}
+MAX_EST_REGISTERS = {'cstream-mblock': 200, 'mma-gemm': 232}
 MAX_EST_REGISTERS_DEFAULT = 160
 
 # The launch bounds never cap a thread below this many registers (the
@@ -46,10 +43,10 @@ SM_REGISTERS = 65536
 CANDIDATES = [
     # family            parameters                                 gate
     # mma-gemm: skip and cpre are dropped where they change nothing (beta
-    # 0, no zero slab: see _gemm_params); the rows marked * were measured on
-    # the H100 without them (bench/results/cuda-h100-mma-gemm.*), the others
-    # (128 x 128 and 256 x 64 tiles: less A and B traffic from L2; tiles:
-    # a block's pipeline runs on over several column tiles) not yet.
+    # 0, no zero slab: see MmaGemm.adapt); the rows marked * are in the H100
+    # measurements without them (bench/results/cuda-h100-mma-gemm.*), the
+    # others (128 x 128 and 256 x 64 tiles: less A and B traffic from L2;
+    # tiles: a block's pipeline runs on over several column tiles) are not.
     *[('mma-gemm', dict(p, skip=True, cpre=True), gate) for p, gate in [
         (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
               nbuf=3), 'mma90 w2'),                                  # *
@@ -81,16 +78,6 @@ CANDIDATES = [
               nbuf=2), 'mma90 w2'),                                  # *
         (dict(shape='m8n8k4', mwarps=4, nwarps=2, wm=4, wn=4, kstage=2,
               nbuf=3), 'mma w2')]],                                  # *
-    ('mma-dense', dict(mwarps=2, nwarps=2, ntile=4, kstage=4), 'mma w2'),
-    ('mma-dense', dict(mwarps=4, nwarps=1, ntile=4, kstage=4), 'mma w2'),
-    ('mma-dense', dict(mwarps=4, nwarps=2, ntile=2, kstage=4), 'mma w2'),
-    ('mma-dense', dict(mwarps=8, nwarps=1, ntile=4, kstage=4), 'mma w2'),
-    ('mma-dense', dict(mwarps=8, nwarps=1, ntile=2, kstage=8), 'mma w2'),
-    ('mma-dense', dict(mwarps=1, nwarps=4, ntile=1, kstage=4), 'mma w2'),
-    ('mma-dense', dict(mwarps=1, nwarps=4, ntile=2, kstage=4), 'mma w2'),
-    ('mma-dense', dict(mwarps=2, nwarps=4, ntile=1, kstage=8), 'mma w2'),
-    ('mma-dense', dict(mwarps=2, nwarps=2, ntile=2, kstage=8), 'mma w2'),
-    ('mma-dense', dict(mwarps=4, nwarps=1, ntile=8, kstage=4), 'mma w2'),
     ('cstream', dict(width=2, ld='nc'), 'w2 stream'),
     ('bstream', dict(width=2, ld='cs'), 'w2 stream'),
     ('cstream', dict(width=1, ld='nc'), 'stream'),
@@ -125,9 +112,9 @@ CANDIDATES = [
              nbuf=3, skip=True, cpre=True)]],
 ]
 
-# Where mma-dense is offered, the unrolled streaming families are not for
-# operators with more non-zeros than this: they lose to the tensor cores
-# there and take minutes each to compile.
+# Where mma-gemm is offered first (gate mma), the unrolled streaming
+# families are not for operators with more non-zeros than this: they lose
+# to the tensor cores there and take minutes each to compile.
 MAX_STREAM_NNZ_DENSE = 8192
 
 # mma-gemm is also offered (after the streaming families) for f64 operators
@@ -218,8 +205,8 @@ def register_budget(estimate):
     return -(-(estimate*3//2) // 8)*8
 
 
-# mma-dense is offered for f64 operators at least this dense with at least
-# this many multiply-adds per column.
+# mma-gemm is offered first (gate mma) for f64 operators at least this
+# dense with at least this many multiply-adds per column.
 MMA_MIN_MK = 32*32
 
 

@@ -29,27 +29,25 @@ def _variants(A, dtype='float64', **kw):
     return [c.variant for c in mm._candidates(check_dtype(dtype), cc)]
 
 
-def test_mma_dense_offered_only_where_it_applies(rng):
+def test_mma_gemm_offered_only_where_it_applies(rng):
     dense = rng.standard_normal((84, 84))
     sparse = random_operator(rng, 84, 84, 0.05)
-    has = lambda v: any(x.startswith('mma-dense') for x in v)  # noqa: E731
-    assert has(_variants(dense, aligne=2))
-    gemm = lambda v, s: any(x.startswith('mma-gemm') and s in x  # noqa: E731
-                            for x in v)
+    gemm = lambda v, s='': any(x.startswith('mma-gemm') and s in x  # noqa
+                               for x in v)
     assert gemm(_variants(dense, aligne=2), 'm16n8k8')
     # sm_80: only m8n8k4, no Hopper shapes
     v80 = _variants(dense, aligne=2, compute_capability=(8, 0))
     assert gemm(v80, 'm8n8k4') and not gemm(v80, 'm16n8')
-    assert has(_variants(dense, aligne=2, compute_capability=(8, 0)))
-    assert not has(_variants(dense, aligne=2, compute_capability=(7, 5)))
-    assert not has(_variants(dense, 'float32', aligne=2))
-    assert not has(_variants(dense))              # no even alignment
-    assert not has(_variants(sparse, aligne=2))
-    # where the mma families are offered first, big streaming kernels
+    assert not gemm(_variants(dense, aligne=2, compute_capability=(7, 5)))
+    assert not gemm(_variants(dense, 'float32', aligne=2))
+    assert not gemm(_variants(dense))              # no even alignment
+    assert not gemm(_variants(sparse, aligne=2))
+    # where the tensor cores are offered first, big streaming kernels
     # are not
     big = _variants(rng.standard_normal((140, 420)), aligne=2)
     assert big and all(v.startswith('mma-') for v in big)
     assert big[0].startswith('mma-gemm')
+    assert not any(v.startswith('mma-dense') for v in big)
 
 
 def test_gemm_options_only_where_they_matter(rng):

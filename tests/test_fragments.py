@@ -11,10 +11,8 @@ from gimmik.fragments import (MAX_CHUNK_KTILES, MFMA_K, MFMA_M, WAVE,
                               b_fragment, bake_mfma, lane_coords,
                               mfma_count, mfma_f64_16x16x4, mfma_plan,
                               model_product, tile_operator)
-from gimmik.fragments.mma import (GEMM_SHAPES, MMA_K, MMA_M, MMA_N,
-                                  gemm_coords, gemm_model, gemm_plan,
-                                  gemm_reference, mma_a_fragment, mma_model,
-                                  mma_plan, mma_reference, mma_tiles)
+from gimmik.fragments.mma import (GEMM_SHAPES, MMA_N, gemm_coords,
+                                  gemm_model, gemm_plan, gemm_reference)
 
 
 def test_mfma_model_matches_facts_layout():
@@ -170,78 +168,6 @@ def test_lds_bounded_whatever_k():
 
 
 # == NVIDIA f64 mma.sync ==================================================
-MMA_SHAPES = [dict(mwarps=1, nwarps=1, ntile=1, kstage=1),
-              dict(mwarps=2, nwarps=2, ntile=4, kstage=4),
-              dict(mwarps=4, nwarps=1, ntile=2, kstage=3),
-              dict(mwarps=8, nwarps=1, ntile=2, kstage=8)]
-
-
-# -- the NumPy model of one MMA -----------------------------------------
-def test_mma_model_is_the_ptx_layout(rng):
-    """A: lane l holds A[l/4][l%4]; B: B[l%4][l/4]; C/D: C[l/4][2(l%4) + i]
-    (PTX ISA, mma.m8n8k4 .f64 fragments)."""
-    a = rng.standard_normal((MMA_M, MMA_K))
-    b = rng.standard_normal((MMA_K, MMA_N))
-    c = rng.standard_normal((MMA_M, MMA_N))
-    lanes = np.arange(32)
-    afrag = np.array([a[l // 4, l % 4] for l in lanes])
-    bfrag = np.array([b[l % 4, l // 4] for l in lanes])
-    cfrag = np.array([[c[l // 4, 2*(l % 4) + i] for i in (0, 1)]
-                      for l in lanes])
-    d = a @ b + c
-    want = np.array([[d[l // 4, 2*(l % 4) + i] for i in (0, 1)]
-                     for l in lanes])
-    np.testing.assert_allclose(mma_model(afrag, bfrag, cfrag), want,
-                               rtol=1e-14, atol=1e-14)
-    np.testing.assert_array_equal(mma_a_fragment(a), afrag)
-
-
-def test_mma_tiles_pad_and_mask():
-    A = np.zeros((10, 7))
-    A[9, 6] = 2.0
-    A[0, 0] = 1.0
-    tiles, mask = mma_tiles(A)
-    assert tiles.shape == (2, 2, MMA_M, MMA_K)
-    assert mask.tolist() == [[True, False], [False, True]]
-    assert tiles[1, 1, 1, 2] == 2.0
-
-
-# -- the bake: every warp's mma sequence gives A @ B ---------------------
-@pytest.mark.parametrize('shape', [(8, 4), (37, 45), (84, 252), (140, 60),
-                                   (5, 130)])
-@pytest.mark.parametrize('geom', MMA_SHAPES)
-def test_mma_bake_reproduces_product(rng, shape, geom):
-    A = random_operator(rng, *shape, density=0.9)
-    A[:, -1] = 0.0                # a zero column and a zero tile row
-    A[:min(8, shape[0]), :] = 0.0
-    A[-1, 0] = 0.5
-    plan = mma_plan(A, **geom)
-    B = rng.standard_normal((shape[1], plan.cols))
-    ref = A @ B
-    err = np.abs(mma_reference(plan, A, B) - ref).max() / np.abs(ref).max()
-    assert err <= 1e-13
-    # the table holds every tile of A at [k-tile][m-tile], zero padding
-    # beyond, and the warp rows' m-tiles cover A's
-    tiles, mask = mma_tiles(A)
-    nmt, nkt = mask.shape
-    assert plan.frags.shape == (plan.nstages*plan.kstage,
-                                plan.mwarps*plan.mw, 32)
-    assert plan.mw == -(-nmt // plan.mwarps)
-    assert (plan.frags[:nkt, :nmt].any(axis=2) == mask.T).all()
-    assert not plan.frags[nkt:].any() and not plan.frags[:, nmt:].any()
-
-
-def test_mma_bake_catches_a_wrong_layout(rng):
-    """The model test can fail: a transposed A fragment gives a wrong C."""
-    A = rng.standard_normal((16, 8))
-    plan = mma_plan(A, mwarps=1, nwarps=1, ntile=1, kstage=2)
-    lanes = np.arange(32)
-    plan.frags = plan.frags.reshape(-1, 8, 4)[:, lanes % 8, lanes // 8] \
-        .reshape(plan.frags.shape)
-    B = rng.standard_normal((8, plan.cols))
-    assert np.abs(mma_reference(plan, A, B) - A @ B).max() > 1e-3
-
-
 # -- mma-gemm: the fragment layouts and the bake ---------------------------
 @pytest.mark.parametrize('shape', sorted(GEMM_SHAPES))
 def test_gemm_coords_cover_each_element_once(shape):
@@ -259,7 +185,7 @@ def test_gemm_coords_are_the_ptx_layout():
     """Spot checks written out from the PTX ISA tables (.f64), g = lane/4,
     t = lane%4: m16n8k8 a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4);
     b0 (t, g), b1 (t+4, g); c0 (g, 2t), c1 (g, 2t+1), c2 (g+8, 2t);
-    m16n8k16 a5 (g+8, t+8), b3 (t+12, g); m8n8k4 as mma_model."""
+    m16n8k16 a5 (g+8, t+8), b3 (t+12, g)."""
     a, b, c = gemm_coords('m16n8k8')
     lane = 13                      # g = 3, t = 1
     assert [tuple(x) for x in a[lane]] == [(3, 1), (11, 1), (3, 5), (11, 5)]
@@ -271,13 +197,22 @@ def test_gemm_coords_are_the_ptx_layout():
     assert [tuple(x) for x in a[lane]] == [(3, 1), (11, 1)]
 
 
-def test_gemm_model_m8n8k4_is_mma_model(rng):
-    """The generic model agrees with mma-dense's m8n8k4 model."""
-    af, bf = rng.standard_normal(32), rng.standard_normal(32)
-    cf = rng.standard_normal((32, 2))
-    np.testing.assert_allclose(gemm_model('m8n8k4', af[:, None],
-                                          bf[:, None], cf),
-                               mma_model(af, bf, cf), rtol=1e-14, atol=1e-14)
+def test_gemm_model_m8n8k4_is_the_ptx_layout(rng):
+    """A: lane l holds A[l/4][l%4]; B: B[l%4][l/4]; C/D: C[l/4][2(l%4) + i]
+    (PTX ISA, mma.m8n8k4 .f64 fragments)."""
+    a = rng.standard_normal((8, 4))
+    b = rng.standard_normal((4, MMA_N))
+    c = rng.standard_normal((8, MMA_N))
+    lanes = np.arange(32)
+    afrag = np.array([[a[l // 4, l % 4]] for l in lanes])
+    bfrag = np.array([[b[l % 4, l // 4]] for l in lanes])
+    cfrag = np.array([[c[l // 4, 2*(l % 4) + i] for i in (0, 1)]
+                      for l in lanes])
+    d = a @ b + c
+    want = np.array([[d[l // 4, 2*(l % 4) + i] for i in (0, 1)]
+                     for l in lanes])
+    np.testing.assert_allclose(gemm_model('m8n8k4', afrag, bfrag, cfrag),
+                               want, rtol=1e-14, atol=1e-14)
 
 
 GEMM_GEOMS = [dict(mwarps=1, nwarps=1, wm=1, wn=1, kstage=1, nbuf=2),

@@ -1,6 +1,7 @@
-"""The bakes of a constant operator A into the fragments of NVIDIA's f64
-tensor-core MMAs, and NumPy models of those MMAs to check them without a
-GPU: mma.sync m8n8k4 (sm_80) and Hopper's m16n8k4/k8/k16 (sm_90).
+"""The bake of a constant operator A into the fragments of NVIDIA's f64
+tensor-core MMAs for the mma-gemm family, and NumPy models of those MMAs to
+check it without a GPU: mma.sync m8n8k4 (sm_80) and Hopper's
+m16n8k4/k8/k16 (sm_90).
 
 Plain Python over a float64 A; the CUDA families (gimmik/families/) build
 their plans here and the templates only walk them.
@@ -12,67 +13,8 @@ import numpy as np
 
 WARP = 32              # lanes of a CUDA warp
 
-# -- mma-dense: the FP64 tensor-core bake -----------------------------------
-#
-# mma.sync.aligned.m8n8k4.row.col.f64 computes D(8x8) = A(8x4)*B(4x8) + C
-# over one warp.  With g = lane/4 and t = lane%4 (PTX ISA, "Matrix fragments
-# for mma.m8n8k4 with .f64 floating point type"):
-#   A: lane holds A[g][t];  B: lane holds B[t][g];
-#   C/D: lane holds C[g][2t] and C[g][2t + 1].
-# Here the MMA's M is the rows of our A, its N the columns of the panels and
-# its K the columns of our A.
-
-MMA_M, MMA_N, MMA_K = 8, 8, 4
-
-
-def mma_accumulators(A, params):
-    """f64 accumulators per thread: 2 per (m-tile, n-tile) of a warp."""
-    nmt = -(-A.shape[0] // MMA_M)
-    return 2*params['ntile']*-(-nmt // params['mwarps'])
-
-
-def mma_tiles(A):
-    """A padded with zeros to multiples of the MMA tile, as an array of
-    tiles [mt][kt][8][4], and the mask of tiles with a non-zero."""
-    m, k = A.shape
-    mt, kt = -(-m // MMA_M), -(-k // MMA_K)
-    pad = np.zeros((mt*MMA_M, kt*MMA_K))
-    pad[:m, :k] = A
-    tiles = pad.reshape(mt, MMA_M, kt, MMA_K).transpose(0, 2, 1, 3)
-    return tiles, (tiles != 0).any(axis=(2, 3))
-
-
-def mma_a_fragment(tile):
-    """The 32 per-lane A values of one 8x4 tile: lane l holds
-    tile[l//4][l%4]."""
-    lanes = np.arange(32)
-    return tile[lanes // 4, lanes % 4]
-
-
-def mma_model(afrag, bfrag, cfrag):
-    """NumPy model of one mma.m8n8k4 f64 on per-lane fragments: afrag and
-    bfrag (32,), cfrag (32, 2); returns dfrag (32, 2)."""
-    lanes = np.arange(32)
-    a = np.zeros((MMA_M, MMA_K))
-    b = np.zeros((MMA_K, MMA_N))
-    c = np.zeros((MMA_M, MMA_N))
-    a[lanes // 4, lanes % 4] = afrag
-    b[lanes % 4, lanes // 4] = bfrag
-    c[lanes // 4, 2*(lanes % 4)] = cfrag[:, 0]
-    c[lanes // 4, 2*(lanes % 4) + 1] = cfrag[:, 1]
-    d = a @ b + c
-    return np.stack([d[lanes // 4, 2*(lanes % 4)],
-                     d[lanes // 4, 2*(lanes % 4) + 1]], axis=1)
-
-
-def mma_geometry(A, mwarps, nwarps, ntile, kstage):
-    m, k = A.shape
-    nthreads = WARP*mwarps*nwarps
-    cols = MMA_N*nwarps*ntile
-    rows = MMA_K*kstage
-    return {'block': (nthreads, 1, 1), 'cols': cols, 'rows': rows,
-            'stride': mma_row_stride(cols),
-            'shared': 2*rows*mma_row_stride(cols)*8}
+# The MMAs' N: columns of the panels per MMA tile.
+MMA_N = 8
 
 
 def mma_row_stride(cols):
@@ -80,62 +22,6 @@ def mma_row_stride(cols):
     reads of a half warp (4 rows x 4 columns) hit 16 distinct bank pairs
     when the stride is 4 mod 16."""
     return cols + (4 - cols) % 16
-
-
-@dataclass
-class MmaPlan:
-    """mma-dense: warp w = wy*nwarps + wx owns the mw m-tiles from wy*mw
-    and the ntile n-tiles from wx*ntile of the block's columns.  B is
-    staged in nstages k-stages of kstage k-tiles (rows beyond k are zero).
-    frags[kt][mt] holds the 32 per-lane A values of tile (mt, kt); the
-    m-tiles are padded with zero tiles to mwarps*mw."""
-    mwarps: int
-    nwarps: int
-    ntile: int
-    kstage: int
-    nstages: int
-    mw: int
-    frags: np.ndarray
-    cols: int
-    rows: int
-    stride: int
-
-
-def mma_plan(A, mwarps, nwarps, ntile, kstage):
-    tiles, mask = mma_tiles(A)
-    nmt, nkt = mask.shape
-    mw = -(-nmt // mwarps)
-    nstages = -(-nkt // kstage)
-    frags = np.zeros((nstages*kstage, mwarps*mw, 32))
-    for mt in range(nmt):
-        for kt in range(nkt):
-            frags[kt, mt] = mma_a_fragment(tiles[mt, kt])
-    g = mma_geometry(A, mwarps, nwarps, ntile, kstage)
-    return MmaPlan(mwarps, nwarps, ntile, kstage, nstages, mw, frags,
-                   g['cols'], g['rows'], g['stride'])
-
-
-def mma_reference(plan, A, B):
-    """Evaluate A @ B (B with plan.cols columns) the way the kernel does,
-    one mma at a time on fragments, with the NumPy MMA model; for tests."""
-    m, k = A.shape
-    lanes = np.arange(32)
-    Bp = np.zeros((plan.nstages*plan.rows, plan.cols))
-    Bp[:k] = B
-    C = np.zeros((plan.mwarps*plan.mw*MMA_M, plan.cols))
-    for wy in range(plan.mwarps):
-        for nt in range(plan.cols // MMA_N):
-            acc = np.zeros((plan.mw, 32, 2))
-            for kt in range(plan.nstages*plan.kstage):
-                bfrag = Bp[kt*MMA_K + lanes % 4, nt*MMA_N + lanes // 4]
-                for a in range(plan.mw):
-                    acc[a] = mma_model(plan.frags[kt, wy*plan.mw + a],
-                                       bfrag, acc[a])
-            for a in range(plan.mw):
-                rows = (wy*plan.mw + a)*MMA_M + lanes // 4
-                C[rows, nt*MMA_N + 2*(lanes % 4)] = acc[a][:, 0]
-                C[rows, nt*MMA_N + 2*(lanes % 4) + 1] = acc[a][:, 1]
-    return C[:m]
 
 
 # -- mma-gemm: 2-D block tiling on the FP64 tensor cores ---------------------
@@ -346,6 +232,7 @@ def gemm_reference(plan, A, B):
     _, _, cc = gemm_coords(P.shape)
     C = np.zeros((P.nmb*P.BM, nnb*P.BN))
     per_mb = P.nslots*P.BM*P.BK
+    nvec = P.a_per_lane // P.a_vec
     for mb in range(P.nmb):
         tab = P.table[mb*per_mb:(mb + 1)*per_mb]
         for nbk in range(nnb):
@@ -360,13 +247,14 @@ def gemm_reference(plan, A, B):
                                 [tab[P.a_offset(s, wy, ks, mt, j)
                                      + lanes[:, None]*P.a_vec
                                      + np.arange(P.a_vec)]
-                                 for j in range(P.a_per_lane // P.a_vec)], axis=1)
+                                 for j in range(nvec)], axis=1)
                                 for mt in range(P.wm)]
                             row = kst*P.BK + ks*P.mma_k + t
                             for nt in range(P.wn):
                                 col = col0 + (wx*P.wn + nt)*MMA_N + g
                                 bf = np.stack([Bp[row + 4*i, col]
-                                               for i in range(P.b_per_lane)], axis=1)
+                                               for i in range(P.b_per_lane)],
+                                              axis=1)
                                 for mt in range(P.wm):
                                     acc[mt, nt] = gemm_model(
                                         P.shape, af[mt], bf, acc[mt, nt])

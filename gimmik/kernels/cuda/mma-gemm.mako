@@ -13,7 +13,7 @@
 ## tiles T a block computes T column tiles in turn, its stage pipeline
 ## running on from one tile into the next (the next tile's first stages
 ## load while the last ones compute and the tile's C is stored).
-## Fragment layouts and the table order: gimmik/cuda.py (gemm_coords,
+## Fragment layouts and the table order: gimmik/fragments/mma.py (gemm_coords,
 ## GemmPlan).
 <%
     P = plan
