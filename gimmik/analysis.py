@@ -50,18 +50,6 @@ def analyse(A):
     )
 
 
-def row_terms(A, i):
-    """Non-zero (column, value) pairs of row i of A, in column order."""
-    cols = np.flatnonzero(A[i])
-    return [(int(j), A[i, j]) for j in cols]
-
-
-def col_terms(A, j):
-    """Non-zero (row, value) pairs of column j of A, in row order."""
-    rows = np.flatnonzero(A[:, j])
-    return [(int(i), A[i, j]) for i in rows]
-
-
 def split_even(count, parts):
     """Split range(count) into `parts` contiguous, near-equal ranges.
 

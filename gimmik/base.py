@@ -1,6 +1,7 @@
 """What every platform's MatMul generator shares: argument checks, the
 candidate table walk with send() feedback, template rendering and the launch
-geometry."""
+geometry.  What a candidate kernel is (geometry, plan, template context,
+register estimate) is its family's object, gimmik.families."""
 
 from dataclasses import dataclass, field
 import math
@@ -11,6 +12,7 @@ from mako.lookup import TemplateLookup
 import numpy as np
 
 from gimmik.analysis import analyse
+from gimmik.families import family
 from gimmik.validate import (c_literal, check_dtype, check_kname,
                              check_matrix, check_representable, check_scalar,
                              check_sizes)
@@ -57,6 +59,8 @@ class MatMul:
         self.n, self.ldb, self.ldc, self.aligne = check_sizes(n, ldb, ldc,
                                                               aligne)
         self.info = analyse(self.A)
+        self._kernels = {}
+        self._memo = {}
         # A platform's own templates (its base.mako first of all), then the
         # families shared by the GPU platforms, which inherit that base
         dirs = [self.platform] + ([self.shared_templates]
@@ -70,10 +74,6 @@ class MatMul:
         """Return the list of Candidate objects to offer, best guess first."""
         raise NotImplementedError
 
-    def _context(self, cand, dtype):
-        """Return (template context, block, shared bytes) for a candidate."""
-        raise NotImplementedError
-
     def _check_opts(self, **opts):
         return opts
 
@@ -81,23 +81,60 @@ class MatMul:
         """Whether a candidate fits the platform's launch limits."""
         return True
 
+    def warp_size(self, opts):
+        """Threads of a warp (wavefront) under these options."""
+        return 1
+
+    def stream_threads(self, opts):
+        """Threads of a block of the one-thread-per-column families."""
+        return 1
+
+    def _platform_context(self, kern):
+        """Template names the platform adds for every family."""
+        return {}
+
+    def _platform_meta(self, cand):
+        """Meta keys the platform adds for every candidate."""
+        return {}
+
     def _from_table(self, table, gates, dtype, opts=None, adapt=None):
         """Walk a platform's candidate table of (family, params, gate)
         rows: a row is offered when every condition named in its gate holds
-        in `gates`; `adapt(family, params)` may rewrite a row's params or
-        drop it (None); the candidate must fit (_fits); duplicates go."""
+        in `gates`; its family's adapt() binds its params to the operator
+        and the platform's `adapt(family, params)` may rewrite them further;
+        either drops the row by returning None; the candidate must fit
+        (_fits); duplicates go."""
         out = []
-        for family, params, need in table:
+        for name, params, need in table:
             if not all(gates[g] for g in need.split()):
                 continue
-            if adapt is not None:
-                params = adapt(family, params)
-                if params is None:
-                    continue
-            cand = Candidate(family, params, dict(opts or {}))
+            params = family(name).adapt(self, params)
+            if params is not None and adapt is not None:
+                params = adapt(name, params)
+            if params is None:
+                continue
+            cand = Candidate(name, params, dict(opts or {}))
             if self._fits(cand, dtype) and cand not in out:
                 out.append(cand)
         return out
+
+    def kernel(self, cand, dtype):
+        """The family object of a candidate, built once per candidate and
+        dtype (its plan is built once, when first needed)."""
+        key = (cand.family, repr(sorted(cand.params.items())),
+               repr(sorted(cand.opts.items())), np.dtype(dtype).name)
+        kern = self._kernels.get(key)
+        if kern is None:
+            kern = self._kernels[key] = family(cand.family)(self, cand,
+                                                            dtype)
+        return kern
+
+    def memo(self, key, build):
+        """A value several candidates share (e.g. one bake of A), built
+        once per generator."""
+        if key not in self._memo:
+            self._memo[key] = build()
+        return self._memo[key]
 
     # -- shared ----------------------------------------------------------
     @property
@@ -117,7 +154,8 @@ class MatMul:
     def kernels(self, dtype, kname='gimmik_mm', **opts):
         """Generate (src, meta) candidates; send() feedback to prune."""
         dtype = check_dtype(dtype)
-        check_representable(self.A, self.beta, dtype)  # reliability
+        # A and beta must be finite in dtype before any source is emitted
+        check_representable(self.A, self.beta, dtype)
         kname = check_kname(kname)
         opts = self._check_opts(**opts)
         cands = self._candidates(dtype, **opts)
@@ -141,10 +179,16 @@ class MatMul:
 
     def render(self, cand, dtype, kname='gimmik_mm'):
         """Render one candidate; returns (src, meta)."""
-        ctx, block, shared, width = self._context(cand, dtype)
+        kern = self.kernel(cand, dtype)
+        geom = kern.geometry()
+        block, shared, width = geom.block, geom.shared, geom.width
         if block[0]*block[1]*block[2] > MAX_THREADS or shared > MAX_SHARED:
-            raise AssertionError(f'{cand.variant} exceeds the launch limits')
+            raise ValueError(f'{cand.variant} exceeds the launch limits')
 
+        ctx = {'lit': lambda x: self.lit(x, dtype),
+               'zero_rows': set(self.info.zero_rows)}
+        ctx.update(self._platform_context(kern))
+        ctx.update(kern.context())
         tpl = self._lookup.get_template(f'{cand.family}.mako')
         src = tpl.render(kname=kname, dtype=self._ctype(dtype),
                          itemsize=np.dtype(dtype).itemsize, block=block,
@@ -160,6 +204,11 @@ class MatMul:
                 'args': self.args, 'kname': kname, 'm': self.info.m,
                 'k': self.info.k, 'n': self.n, 'ldb': self.ldb,
                 'ldc': self.ldc, 'aligne': self.aligne}
+        meta.update(self._platform_meta(cand))
+        if geom.cols_per_block is not None:
+            meta['cols_per_block'] = geom.cols_per_block
+        if geom.row_groups is not None:
+            meta['row_groups'] = geom.row_groups
         if self.baked_n:
             meta['grid'] = self.launch_config(meta, self.n)[0]
         return src, meta

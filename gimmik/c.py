@@ -18,28 +18,22 @@ T* restrict c)``.
 import numpy as np
 
 from gimmik.base import MatMul
-from gimmik import plans
+# rowblock's constants, also importable from here
+from gimmik.families.rowblock import (  # noqa: F401
+    ROWBLOCK_PACK, ROWBLOCK_VECTOR, rowblock_width)
 
 # Largest per-thread scratch a candidate may keep on the stack (bstream's
 # accumulators, m rows by `width` columns).
 MAX_SCRATCH = 64*1024
 
 # GCC's compile time of the unrolled families grows with the non-zeros of A
-# (seen at -O3 on a 2-core machine: cstream 2.3 s at 768 non-zeros, 8.6 s
+# (measured at -O3 on a 2-core machine: cstream 2.3 s at 768 non-zeros, 8.6 s
 # at 1800; cstream-row 15 s at 768, 38 s at 1800; bstream 245 s at 768).
 # Beyond these only the looped rowblock family is offered, which compiles in
 # under a second for any A of the PyFR suite and is as fast on large ones.
 BSTREAM_MAX_NNZ = 256
 CSTREAM_ROW_MAX_NNZ = 512
 UNROLLED_MAX_NNZ = 1500
-
-# rowblock's packed block of B (bytes, per thread, on the stack): well
-# inside a core's L2 and any OpenMP thread's stack.
-ROWBLOCK_PACK = 192*1024
-
-# rowblock's accumulators are vectors of this many bytes (the template's
-# VBYTES): AVX2's ymm; GCC splits them on narrower machines.
-ROWBLOCK_VECTOR = 32
 
 # The C candidate table: family, parameters, gate (as in gimmik.hip).
 # Order is the order of offering.
@@ -64,13 +58,6 @@ CANDIDATES = [
     ('bstream', dict(width=64), 'small'),
     ('bstream', dict(width=16), 'small'),
 ]
-
-
-def rowblock_width(nb, width, vw, itemsize):
-    """rowblock's block of columns: at most `width`, a multiple of `vw`, and
-    small enough that the packed B block (nb rows) fits in ROWBLOCK_PACK."""
-    fit = ROWBLOCK_PACK // (max(1, nb)*itemsize) - 64 // itemsize
-    return max(vw, min(width, fit) // vw * vw)
 
 
 class CMatMul(MatMul):
@@ -98,26 +85,3 @@ class CMatMul(MatMul):
             adapt=lambda family, params: (
                 None if family == 'bstream'
                 and nrows*params['width']*size > MAX_SCRATCH else params))
-
-    def _context(self, cand, dtype):
-        width = cand.params['width']
-        size = np.dtype(dtype).itemsize
-        ctx = {'lit': lambda x: self.lit(x, dtype),
-               'zero_rows': set(self.info.zero_rows)}
-        if cand.family in ('cstream', 'cstream-row'):
-            ctx['plan'] = plans.cstream_plan(self.A)
-        elif cand.family == 'bstream':
-            ctx['plan'] = plans.bstream_plan(self.A)
-        elif cand.family == 'rowblock':
-            plan = plans.rowblock_plan(self.A, cand.params['rows'])
-            vw = cand.params['vw']
-            if vw*size % ROWBLOCK_VECTOR:
-                raise AssertionError(f'{cand.variant}: vw must fill whole '
-                                     f'{ROWBLOCK_VECTOR}-byte vectors')
-            width = rowblock_width(len(plan.bix), width, vw,
-                                   np.dtype(dtype).itemsize)
-            ctx.update(plan=plan, vw=vw, pstride=width + 64 // size,
-                       vbytes=ROWBLOCK_VECTOR)
-        else:
-            raise ValueError(f'unknown C family {cand.family!r}')
-        return ctx, (1, 1, 1), 0, width

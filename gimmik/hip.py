@@ -8,7 +8,6 @@ import numpy as np
 
 from gimmik.analysis import DENSE_DENSITY
 from gimmik.base import MAX_SHARED, MatMul
-from gimmik import fragments, plans
 
 # gfx arch names (with optional feature suffixes such as :sramecc+:xnack-)
 _ARCH = re.compile(r'gfx[0-9a-f]{3,4}(:[a-z0-9_-]+[+-])*\Z')
@@ -25,14 +24,13 @@ _ARCH = re.compile(r'gfx[0-9a-f]{3,4}(:[a-z0-9_-]+[+-])*\Z')
 #   streaming families, which skip every zero, move the same bytes.
 MFMA_ARCHS = frozenset({'gfx90a', 'gfx940', 'gfx941', 'gfx942', 'gfx950'})
 
-# A streaming candidate whose live values (plans.live_values, in 32-bit
-# words, plus a margin for addresses and indices) exceed this many VGPRs is
-# not offered: the compiler would spill it to scratch (clang-19 spilled
-# cstream/width2 of p3-pyr-m132, 90 live B rows, on gfx942).  When no
-# streaming candidate fits, the one that needs the fewest is still offered.
+# A candidate whose register estimate (its family's registers(): live
+# values in 32-bit words plus a margin for addresses and indices) exceeds
+# this many VGPRs is not offered: the compiler would spill it to scratch
+# (clang-19 spills cstream/width2 of p3-pyr-m132, 90 live B rows, on
+# gfx942).  When no estimated candidate fits, the one that needs the fewest
+# is still offered.
 MAX_EST_VGPRS = 200
-EST_MARGIN = 24
-STREAMING = ('cstream', 'bstream', 'bstream-msplit', 'cstream-ksplit')
 
 # The HIP candidate table.  Each row: family, parameters, and the condition
 # (on the generator and the requested dtype/arch) under which it is offered.
@@ -111,23 +109,26 @@ class HIPMatMul(MatMul):
     def _check_opts(self, gcn_arch='gfx942', warp_size=64):
         if not isinstance(gcn_arch, str) or not _ARCH.match(gcn_arch):
             raise ValueError(f'gcn_arch {gcn_arch!r} is not a gfx arch name')
-        # reliability: 64.0 used to pass and put floats into the launch bounds
+        # an integral 32 or 64: the launch bounds are printed from it
         if isinstance(warp_size, bool) or not isinstance(
                 warp_size, numbers.Integral) or warp_size not in (32, 64):
             raise ValueError(f'warp_size must be 32 or 64, not {warp_size!r}')
         return {'gcn_arch': gcn_arch, 'warp_size': warp_size}
 
+    def warp_size(self, opts):
+        return opts['warp_size']
+
+    def stream_threads(self, opts):
+        return 2*opts['warp_size']
+
     def _candidates(self, dtype, gcn_arch, warp_size):
         out = self._from_table(
             CANDIDATES, _gates(self, dtype, gcn_arch, warp_size), dtype,
-            {'gcn_arch': gcn_arch, 'warp_size': warp_size},
-            lambda family, params: (self._mfma_params(params)
-                                    if family == 'mfma-dense' else params))
+            {'gcn_arch': gcn_arch, 'warp_size': warp_size})
 
-        # drop the streaming candidates that would spill, keeping at least
-        # the least demanding one
-        est = [self.vgpr_estimate(c, dtype) if c.family in STREAMING
-               else None for c in out]
+        # drop the candidates that would spill, keeping at least the least
+        # demanding one
+        est = [self.kernel(c, dtype).registers() for c in out]
         fits = [e is None or e <= MAX_EST_VGPRS for e in est]
         if not any(f for f, e in zip(fits, est) if e is not None):
             least = min((e, i) for i, e in enumerate(est) if e is not None)
@@ -135,80 +136,5 @@ class HIPMatMul(MatMul):
         return [c for c, f in zip(out, fits) if f]
 
     def _fits(self, cand, dtype):
-        _, block, shared, _ = self._geometry(cand, dtype)
-        return block[0]*block[1] <= 1024 and shared <= MAX_SHARED
-
-    def vgpr_estimate(self, cand, dtype):
-        """VGPRs a streaming candidate needs by plans.live_values."""
-        words = np.dtype(dtype).itemsize//4*cand.params.get('width', 1)
-        return EST_MARGIN + words*plans.live_values(self.A, cand.family,
-                                                    cand.params)
-
-    def _mfma_params(self, params):
-        """An mfma-dense row bound to A: msplit capped at the m-tiles (one
-        wavefront is the direct path, without LDS parameters); None when a
-        wavefront would hold too many accumulators."""
-        p = dict(params)
-        mtiles = -(-self.info.m // fragments.MFMA_M)
-        p['msplit'] = min(p['msplit'], mtiles)
-        if p['msplit'] == 1:
-            p = dict(msplit=1, pipe=min(p['pipe'], 1), vec=p['vec'])
-        if -(-mtiles // p['msplit']) > fragments.MAX_MTILES_PER_WAVE:
-            return None
-        return p
-
-    def mfma_plan(self, params):
-        """The fragments.MfmaPlan of an mfma-dense parameter dict."""
-        if getattr(self, '_mfma_bake', None) is None:
-            self._mfma_bake = fragments.bake_mfma(self.A)
-        return fragments.mfma_plan(self._mfma_bake, params['msplit'],
-                                   params.get('kchunk', 1), params['vec'],
-                                   params.get('nbuf', 1))
-
-    # -- geometry and template contexts per family -----------------------
-    def _geometry(self, cand, dtype):
-        """(block, shared bytes, width) without building the plan."""
-        p, ws = cand.params, cand.opts['warp_size']
-        size = np.dtype(dtype).itemsize
-        w = p.get('width', 1)
-        if cand.family in ('cstream', 'bstream'):
-            return None, (2*ws, 1, 1), 0, w
-        if cand.family == 'bstream-msplit':
-            ms = min(p['msplit'], self.info.m)
-            return None, (ws, ms, 1), 2*p['bsz']*ws*w*size, w
-        if cand.family == 'cstream-ksplit':
-            ks = p['ksplit']
-            return None, (ws, ks, 1), (ks - 1)*self.info.m*ws*size, 1
-        if cand.family == 'mfma-dense':
-            # 64 lanes x 64 columns per wavefront, msplit wavefronts in y;
-            # LDS: nbuf buffers of the largest chunk's rows x 64 columns
-            ms = p['msplit']
-            shared = 0
-            if ms > 1:
-                kact = -(-len(self.info.bix) // fragments.MFMA_K)
-                rows = fragments.MFMA_K*min(p['kchunk'], kact)
-                shared = p['nbuf']*rows*fragments.WAVE*size
-            return None, (fragments.WAVE, ms, 1), shared, 1
-        raise ValueError(f'unknown HIP family {cand.family!r}')
-
-    def _context(self, cand, dtype):
-        _, block, shared, width = self._geometry(cand, dtype)
-        lit = lambda x: self.lit(x, dtype)  # noqa: E731
-        ctx = {'lit': lit, 'zero_rows': set(self.info.zero_rows)}
-        p = cand.params
-        if cand.family == 'cstream':
-            ctx['plan'] = plans.cstream_plan(self.A)
-        elif cand.family == 'bstream':
-            ctx['plan'] = plans.bstream_plan(self.A)
-        elif cand.family == 'bstream-msplit':
-            ctx['plan'] = plans.msplit_plan(self.A, block[1], p['bsz'])
-            ctx.update(bsz=p['bsz'], ntload=p.get('ntload', False),
-                       preload_c=p.get('preload_c', False))
-        elif cand.family == 'cstream-ksplit':
-            ctx['plan'] = plans.ksplit_plan(self.A, block[1])
-            ctx.update(preload_c=p.get('preload_c', False))
-        elif cand.family == 'mfma-dense':
-            ctx['plan'] = plan = self.mfma_plan(p)
-            ctx.update(vec=p['vec'], pipe=p['pipe'])
-            assert plan.lds_bytes == shared and plan.msplit == block[1]
-        return ctx, block, shared, width
+        g = self.kernel(cand, dtype).geometry()
+        return g.block[0]*g.block[1] <= 1024 and g.shared <= MAX_SHARED

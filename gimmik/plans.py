@@ -141,27 +141,6 @@ def cstream_live_b(plan):
     return best
 
 
-def live_values(A, family, params):
-    """The most values (each `width` columns wide) one thread of a
-    streaming family keeps live: accumulators plus held B values.  Times
-    the 32-bit words per value, it estimates the registers a kernel needs,
-    so that candidates which would spill are not offered."""
-    m = A.shape[0]
-    if family == 'cstream':
-        return cstream_live_b(cstream_plan(A))
-    if family == 'bstream':
-        return m - int((~(A != 0).any(axis=1)).sum()) + 1
-    if family == 'bstream-msplit':
-        plan = msplit_plan(A, min(params['msplit'], m), params['bsz'])
-        nstage = max(len(ld) for per_q in plan.loads for ld in per_q)
-        return plan.nacc + nstage
-    if family == 'cstream-ksplit':
-        plan = ksplit_plan(A, params['ksplit'])
-        nown = max(plan.owner.count(y) for y in range(params['ksplit']))
-        return max(len(ld) + nown for ld in plan.loads)
-    raise ValueError(f'no live-value estimate for family {family!r}')
-
-
 @dataclass
 class RowBlockPlan:
     """rowblock (looped, not unrolled): the used rows of B, `bix`, are packed

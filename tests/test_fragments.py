@@ -1,5 +1,7 @@
-"""The tiling of A and the MFMA f64 16x16x4 fragment bake, checked with a
-NumPy model of the instruction (no GPU, no compiler)."""
+"""The tiling of A and the fragment bakes, checked with NumPy models of the
+instructions (no GPU, no compiler): AMD's MFMA f64 16x16x4
+(gimmik.fragments.mfma) and NVIDIA's f64 mma.sync shapes m8n8k4 and
+m16n8k4/k8/k16 (gimmik.fragments.mma)."""
 
 import numpy as np
 import pytest
@@ -9,6 +11,8 @@ from gimmik.fragments import (MAX_CHUNK_KTILES, MFMA_K, MFMA_M, WAVE,
                               b_fragment, bake_mfma, lane_coords,
                               mfma_count, mfma_f64_16x16x4, mfma_plan,
                               model_product, tile_operator)
+from gimmik.fragments.mma import (GEMM_SHAPES, MMA_N, gemm_coords,
+                                  gemm_model, gemm_plan, gemm_reference)
 
 
 def test_mfma_model_matches_facts_layout():
@@ -161,3 +165,118 @@ def test_lds_bounded_whatever_k():
         mfma_plan(A, 4, kchunk=MAX_CHUNK_KTILES + 1)
     with pytest.raises(ValueError, match='msplit'):
         mfma_plan(np.ones((16, 4)), 2)
+
+
+# == NVIDIA f64 mma.sync ==================================================
+# -- mma-gemm: the fragment layouts and the bake ---------------------------
+@pytest.mark.parametrize('shape', sorted(GEMM_SHAPES))
+def test_gemm_coords_cover_each_element_once(shape):
+    """Every element of the A (MT x KT), B (KT x 8) and C (MT x 8) tiles is
+    held by exactly one (lane, value)."""
+    mt, kt = GEMM_SHAPES[shape]
+    for rc, dims in zip(gemm_coords(shape), ((mt, kt), (kt, MMA_N),
+                                              (mt, MMA_N))):
+        seen = np.zeros(dims, int)
+        np.add.at(seen, (rc[..., 0], rc[..., 1]), 1)
+        assert (seen == 1).all()
+
+
+def test_gemm_coords_are_the_ptx_layout():
+    """Spot checks written out from the PTX ISA tables (.f64), g = lane/4,
+    t = lane%4: m16n8k8 a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4);
+    b0 (t, g), b1 (t+4, g); c0 (g, 2t), c1 (g, 2t+1), c2 (g+8, 2t);
+    m16n8k16 a5 (g+8, t+8), b3 (t+12, g)."""
+    a, b, c = gemm_coords('m16n8k8')
+    lane = 13                      # g = 3, t = 1
+    assert [tuple(x) for x in a[lane]] == [(3, 1), (11, 1), (3, 5), (11, 5)]
+    assert [tuple(x) for x in b[lane]] == [(1, 3), (5, 3)]
+    assert [tuple(x) for x in c[lane]] == [(3, 2), (3, 3), (11, 2), (11, 3)]
+    a, b, _ = gemm_coords('m16n8k16')
+    assert tuple(a[lane, 5]) == (11, 9) and tuple(b[lane, 3]) == (13, 3)
+    a, b, _ = gemm_coords('m16n8k4')
+    assert [tuple(x) for x in a[lane]] == [(3, 1), (11, 1)]
+
+
+def test_gemm_model_m8n8k4_is_the_ptx_layout(rng):
+    """A: lane l holds A[l/4][l%4]; B: B[l%4][l/4]; C/D: C[l/4][2(l%4) + i]
+    (PTX ISA, mma.m8n8k4 .f64 fragments)."""
+    a = rng.standard_normal((8, 4))
+    b = rng.standard_normal((4, MMA_N))
+    c = rng.standard_normal((8, MMA_N))
+    lanes = np.arange(32)
+    afrag = np.array([[a[l // 4, l % 4]] for l in lanes])
+    bfrag = np.array([[b[l % 4, l // 4]] for l in lanes])
+    cfrag = np.array([[c[l // 4, 2*(l % 4) + i] for i in (0, 1)]
+                      for l in lanes])
+    d = a @ b + c
+    want = np.array([[d[l // 4, 2*(l % 4) + i] for i in (0, 1)]
+                     for l in lanes])
+    np.testing.assert_allclose(gemm_model('m8n8k4', afrag, bfrag, cfrag),
+                               want, rtol=1e-14, atol=1e-14)
+
+
+GEMM_GEOMS = [dict(mwarps=1, nwarps=1, wm=1, wn=1, kstage=1, nbuf=2),
+              dict(mwarps=2, nwarps=2, wm=2, wn=2, kstage=2, nbuf=3),
+              dict(mwarps=2, nwarps=1, wm=3, wn=2, kstage=1, nbuf=4)]
+
+
+@pytest.mark.parametrize('shape', sorted(GEMM_SHAPES))
+@pytest.mark.parametrize('geom', GEMM_GEOMS)
+@pytest.mark.parametrize('mk', [(37, 45), (70, 24), (9, 130)])
+@pytest.mark.parametrize('skip', [False, True])
+def test_gemm_bake_reproduces_product(rng, shape, geom, mk, skip):
+    """The kernel's sequence of mmas, replayed on the baked table and B
+    with the NumPy model, gives A @ B for ragged m, k and n; with skip the
+    zero slabs of A are left out and the result is the same."""
+    m, k = mk
+    A = random_operator(rng, m, k, density=0.9)
+    A[:m // 2, k // 3:] = 0.0      # zero slabs for the upper m-blocks
+    A[-1, 0] = 0.5
+    plan = gemm_plan(A, shape, skip=skip, **geom)
+    n = plan.BN + 3                # a ragged second column block
+    B = rng.standard_normal((k, n))
+    ref = A @ B
+    err = np.abs(gemm_reference(plan, A, B) - ref).max() / np.abs(ref).max()
+    assert err <= 1e-13
+    assert plan.table.size == plan.nmb*plan.nslots*plan.BM*plan.BK
+    assert plan.nmb*plan.BM >= m and plan.nstages*plan.BK >= k
+    assert (plan.nmb - 1)*plan.BM < m
+    if not skip:
+        assert plan.full and (plan.cnt == plan.nstages).all()
+    for mb in range(plan.nmb):     # live stages: increasing, in range
+        ks = plan.kidx[mb, :plan.cnt[mb]]
+        assert (np.diff(ks) > 0).all() and (ks < plan.nstages).all()
+
+
+def test_gemm_skip_leaves_out_zero_slabs():
+    A = np.zeros((64, 64))
+    A[:16, :8] = 1.0               # m-block 0, stage 0 only
+    A[40:, 50:] = 2.0              # m-block 1, the last stages
+    plan = gemm_plan(A, 'm16n8k8', mwarps=2, nwarps=1, wm=1, wn=1,
+                     kstage=1, nbuf=2, skip=True)
+    assert plan.nmb == 2 and plan.nstages == 8
+    assert plan.cnt.tolist() == [1, 2]
+    assert plan.kidx[0, 0] == 0 and plan.kidx[1].tolist() == [6, 7]
+    assert not plan.full and plan.nslots == 2
+
+
+@pytest.mark.parametrize('shape', ['m8n8k4', 'm16n8k8', 'm16n8k16'])
+def test_gemm_bake_catches_a_wrong_layout(rng, shape):
+    """The model test can fail: A fragments baked with another lane
+    mapping (lanes transposed within a fragment, or the values of a lane
+    out of order) give a wrong C."""
+    A = rng.standard_normal((32, 32))
+    geom = dict(mwarps=2, nwarps=1, wm=1, wn=1, kstage=1, nbuf=2)
+    B = rng.standard_normal((32, 8))
+    plan = gemm_plan(A, shape, **geom)
+    assert np.abs(gemm_reference(plan, A, B) - A @ B).max() < 1e-12
+    lanes = np.arange(32)
+    wrong = (lanes % 4)*8 + lanes // 4
+    bad = gemm_plan(A, shape, **geom)
+    t = bad.table.reshape(-1, 32, bad.a_vec)
+    bad.table = t[:, wrong].reshape(-1)
+    assert np.abs(gemm_reference(bad, A, B) - A @ B).max() > 1e-3
+    if bad.a_vec == 2:
+        bad = gemm_plan(A, shape, **geom)
+        bad.table = bad.table.reshape(-1, 2)[:, ::-1].reshape(-1)
+        assert np.abs(gemm_reference(bad, A, B) - A @ B).max() > 1e-3

@@ -7,6 +7,8 @@ import pytest
 
 from conftest import Panels, full_run, random_operator, rel_error
 from gimmik.analysis import DENSE_DENSITY
+from gimmik.base import Candidate
+from gimmik.families.mfma_dense import MfmaDense
 from gimmik.emulate import EmulatorError, run_hip
 from gimmik.fragments import WAVE, mfma_f64_16x16x4
 from gimmik.hip import MFMA_ARCHS, HIPMatMul
@@ -20,6 +22,11 @@ def mfma_rows(A, beta=0.0, aligne=2, arch='gfx942', dtype=np.float64,
     mm = HIPMatMul(A, beta=beta, aligne=aligne, **sizes)
     return mm, [c for c in mm._candidates(dtype, arch, 64)
                 if c.family == 'mfma-dense']
+
+
+def mfma_plan(mm, params):
+    """The MfmaPlan of an mfma-dense candidate of generator mm."""
+    return mm.kernel(Candidate('mfma-dense', params), np.float64).plan
 
 
 def mfma_candidates(A, beta=0.0, aligne=2, arch='gfx942', **sizes):
@@ -147,7 +154,8 @@ def test_launch_limits_and_msplit_cap():
         mm, cands = mfma_rows(A)
         assert cands
         for cand in cands:
-            _, (bx, by, bz), shared, width = mm._geometry(cand, np.float64)
+            g = mm.kernel(cand, np.float64).geometry()
+            (bx, by, bz), shared, width = g.block, g.shared, g.width
             p = cand.params
             assert (bx, bz, width) == (64, 1, 1) and bx*by <= 1024
             assert by == p['msplit'] <= min(4, mtiles)
@@ -156,7 +164,7 @@ def test_launch_limits_and_msplit_cap():
             if by == 1:
                 assert shared == 0 and 'kchunk' not in p
             if m*k < 10_000:
-                assert mm.mfma_plan(p).lds_bytes == shared
+                assert mfma_plan(mm, p).lds_bytes == shared
         assert len({c.variant for c in cands}) == len(cands)
 
 
@@ -201,16 +209,16 @@ def test_pyfr_dense_subset(rng):
 
 def test_misbaked_fragment_is_caught(rng, monkeypatch):
     A = random_operator(rng, 40, 20, 1.0)
-    plan0 = HIPMatMul.mfma_plan
+    plan0 = MfmaDense.build_plan
 
-    def swapped(self, params):
-        plan = plan0(self, params)
+    def swapped(self):
+        plan = plan0(self)
         y, s = 0, 1
         assert plan.frags[y, s, 6] != plan.frags[y, s, 22]
         plan.frags[y, s, [6, 22]] = plan.frags[y, s, [22, 6]]
         return plan
 
-    monkeypatch.setattr(HIPMatMul, 'mfma_plan', swapped)
+    monkeypatch.setattr(MfmaDense, 'build_plan', swapped)
     cands = mfma_candidates(A, beta=0.5)
     picks = [cands[0], next(c for c in cands if c[1]['block'][1] == 1)]
     for src, meta in picks:              # LDS path, direct path
@@ -255,7 +263,7 @@ def test_isa_mfma_count_no_scratch(rng, arch):
     mm = HIPMatMul(A, beta=0.5, aligne=2)
     for src, meta in mfma_candidates(A, beta=0.5, arch=arch):
         rep = inspect(src, arch)
-        plan = mm.mfma_plan(meta['params'])
+        plan = mfma_plan(mm, meta['params'])
         assert rep['mfma'] == plan.mfma_count, meta['variant']
         assert rep['scratch_bytes'] == 0 and rep['vgpr_spills'] == 0
         assert rep['lds_bytes'] == meta['shared']
@@ -274,7 +282,7 @@ def test_isa_pyfr_full(arch):
                 src, meta = mm.render(cand, np.float64)
                 rep = inspect(src, arch)
                 what = f'{name} {meta["variant"]}'
-                assert rep['mfma'] == mm.mfma_plan(cand.params).mfma_count, \
+                assert rep['mfma'] == mfma_plan(mm, cand.params).mfma_count, \
                     what
                 assert rep['scratch_bytes'] == 0, what
                 assert rep['lds_bytes'] == meta['shared'] <= 64*1024, what
@@ -311,4 +319,4 @@ def test_hiprtc_compiles_candidates(rng, tmp_path, request):
                                       str(obj)], capture_output=True,
                                      text=True, check=True).stdout
                 assert dis.count('v_mfma_f64_16x16x4') == \
-                    mm.mfma_plan(cand.params).mfma_count, meta['variant']
+                    mfma_plan(mm, cand.params).mfma_count, meta['variant']

@@ -293,18 +293,23 @@ def test_every_candidate_renders(problem, platform, data):
 
 @settings(settings.get_profile(PROFILE),
           max_examples=RENDER_EXAMPLES[PROFILE])
-@given(A=operators(4000), mwarps=st.sampled_from([1, 2, 4, 8]),
-       nwarps=st.sampled_from([1, 2]), ntile=st.sampled_from([1, 2, 4]),
-       kstage=st.sampled_from([1, 2, 4, 8]), seed=st.integers(0, 2**32 - 1))
-def test_cuda_mma_bake_model_matches_numpy(A, mwarps, nwarps, ntile, kstage,
-                                           seed):
-    """CUDA's mma-dense cannot run here: its bake, evaluated one mma at a
-    time by the NumPy model of the instruction, must give A @ B."""
-    cuda = pytest.importorskip('gimmik.cuda')
-    plan = cuda.mma_plan(A, mwarps, nwarps, ntile, kstage)
-    B = np.random.default_rng(seed).standard_normal((A.shape[1], plan.cols))
+@given(A=operators(4000), shape=st.sampled_from(['m8n8k4', 'm16n8k4',
+                                                'm16n8k8', 'm16n8k16']),
+       mwarps=st.sampled_from([1, 2]), nwarps=st.sampled_from([1, 2]),
+       wm=st.sampled_from([1, 2]), wn=st.sampled_from([1, 2]),
+       kstage=st.sampled_from([1, 2]), skip=st.booleans(),
+       seed=st.integers(0, 2**32 - 1))
+def test_cuda_mma_gemm_bake_model_matches_numpy(A, shape, mwarps, nwarps, wm,
+                                                wn, kstage, skip, seed):
+    """CUDA's mma-gemm cannot run on silicon here: its bake, evaluated one
+    mma at a time by the NumPy model of the instruction, must give A @ B."""
+    mma = pytest.importorskip('gimmik.fragments.mma')
+    plan = mma.gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, 2,
+                         skip=skip)
+    B = np.random.default_rng(seed).standard_normal((A.shape[1],
+                                                     plan.BN + 3))
     ref = A @ B
-    got = cuda.mma_reference(plan, A, B)
+    got = mma.gemm_reference(plan, A, B)
     assert got.shape == ref.shape
     assert np.abs(got - ref).max() <= 1e-13*max(np.abs(ref).max(), 1e-300)
 

@@ -1,9 +1,14 @@
-"""Run generated HIP source, unchanged, on the CPU.
+"""Run generated GPU source, unchanged, on the CPU.
 
-The source is compiled by the host C++ compiler against a small shim of HIP
-(hip_shim.h), and every block's threads run as cooperating fibers, so that
-__syncthreads() and the wavefront-wide MFMA builtin are honoured; a barrier
-or MFMA reached by only part of a block or wavefront is reported as an error.
+HIP (run_hip): the source is compiled by the host C++ compiler against a
+small shim of HIP (hip_shim.h), and every block's threads run as
+cooperating fibers, so that __syncthreads() and the wavefront-wide MFMA
+builtin are honoured; a barrier or MFMA reached by only part of a block or
+wavefront is reported as an error.
+
+CUDA (run_cuda, gimmik.emulate.cuda): the same against cuda_shim.h, a
+block's threads as OS threads.
+
 Compiled kernels are cached on disk by a hash of everything that went in.
 """
 
@@ -58,13 +63,15 @@ def _trampoline(meta, kname):
             f'GIMMIK_EMU_ENTRY(gimmik_emu_call)\n')
 
 
-def compile_kernel(src, meta, kname='gimmik_mm'):
-    """Compile a source for the executor; returns the loaded library."""
+def compile_kernel(src, meta, kname='gimmik_mm', shim_path=_SHIM,
+                   cxxflags=_CXXFLAGS, unit_name='kernel.hip'):
+    """Compile a source for the executor against a shim (by default HIP's);
+    returns the loaded library."""
     kname = check_kname(kname)
-    with open(_SHIM) as f:
+    with open(shim_path) as f:
         shim = f.read()
     cxx = os.environ.get('CXX', 'g++')
-    flags = _CXXFLAGS + (_ASAN_FLAGS if asan_enabled() else [])
+    flags = list(cxxflags) + (_ASAN_FLAGS if asan_enabled() else [])
     unit = src + _trampoline(meta, kname)
     key = hashlib.sha256('\0'.join([shim, unit, cxx] + flags)
                          .encode()).hexdigest()[:24]
@@ -76,7 +83,8 @@ def compile_kernel(src, meta, kname='gimmik_mm'):
         with tempfile.TemporaryDirectory() as tmp:
             cpp = os.path.join(tmp, 'kernel.cpp')
             with open(cpp, 'w') as f:
-                f.write(f'#include "{_SHIM}"\n#line 1 "kernel.hip"\n{unit}')
+                f.write(f'#include "{shim_path}"\n#line 1 "{unit_name}"\n'
+                        f'{unit}')
             out = os.path.join(tmp, 'kernel.so')
             r = subprocess.run([cxx, *flags, cpp, '-o', out],
                                capture_output=True, text=True)
@@ -117,12 +125,10 @@ def _check_panel(x, name, dtype, rows, writeable=False):
     return ld
 
 
-def run_hip(src, meta, b, c, *, kname=None):
-    """Run a generated HIP kernel on the CPU, updating c in place.
-
-    b (k x n) and c (m x n) are 2-D arrays of the kernel's dtype with unit
-    column stride; their row strides are ldb and ldc and n = c.shape[1].
-    """
+def panel_sizes(meta, b, c):
+    """(n, ldb, ldc) of panels b (k x n) and c (m x n) for a kernel's meta,
+    after checking them: 2-D arrays of the kernel's dtype with unit column
+    stride, strides that fit a C int, the baked sizes and alignment."""
     dtype = np.dtype(meta['dtype'])
     n = c.shape[1] if isinstance(c, np.ndarray) and c.ndim == 2 else None
     ldb = _check_panel(b, 'b', dtype, meta['k'])
@@ -131,7 +137,7 @@ def run_hip(src, meta, b, c, *, kname=None):
         raise ValueError(f'b has {b.shape[1]} columns and c {n}')
     if ldb < n or ldc < n:
         raise ValueError('row strides of b and c must be at least n')
-    # reliability: the kernels take C ints; larger strides used to crash
+    # the kernels take n, ldb and ldc as C ints
     for name, v in (('n', n), ('ldb', ldb), ('ldc', ldc)):
         if v > MAX_INT:
             raise ValueError(f'{name} ({v}) does not fit a C int')
@@ -148,10 +154,11 @@ def run_hip(src, meta, b, c, *, kname=None):
             if ld % al or x.ctypes.data % (al*x.itemsize):
                 raise ValueError(f'{name} rows are not aligned to {al} '
                                  f'elements as the kernel assumes')
+    return n, ldb, ldc
 
-    if kname is None:   # the name the kernel was generated with
-        kname = meta.get('kname', 'gimmik_mm')
-    lib = compile_kernel(src, meta, kname)
+
+def launch(lib, meta, b, c, n, ldb, ldc):
+    """Run a compiled kernel over the launch grid of its meta."""
     vals = {'n': n, 'ldb': ldb, 'ldc': ldc, 'b': b.ctypes.data,
             'c': c.ctypes.data}
     args = (ctypes.c_void_p*len(meta['args']))(
@@ -164,3 +171,18 @@ def run_hip(src, meta, b, c, *, kname=None):
     msg = ctypes.create_string_buffer(512)
     if lib.gimmik_emu_entry(args, grid, block, msg, len(msg)):
         raise EmulatorError(msg.value.decode())
+
+
+def run_hip(src, meta, b, c, *, kname=None):
+    """Run a generated HIP kernel on the CPU, updating c in place.
+
+    b (k x n) and c (m x n) are 2-D arrays of the kernel's dtype with unit
+    column stride; their row strides are ldb and ldc and n = c.shape[1].
+    """
+    n, ldb, ldc = panel_sizes(meta, b, c)
+    if kname is None:   # the name the kernel was generated with
+        kname = meta.get('kname', 'gimmik_mm')
+    launch(compile_kernel(src, meta, kname), meta, b, c, n, ldb, ldc)
+
+
+from gimmik.emulate.cuda import run_cuda  # noqa: E402,F401

@@ -20,32 +20,13 @@ ${body(y)}\
 % endfor
     }
 </%def>
-## A guard on this thread's columns: full(w) for whole groups, and for width
-## two a scalar fallback on a ragged last column.
-<%def name="guarded(body)">\
-% if W == 2:
-        if (col + 1 < n)
-        {
-${body(2)}\
-        }
-        else if (col < n)
-        {
-${body(1)}\
-        }
-% else:
-        if (col < n)
-        {
-${body(1)}\
-        }
-% endif
-</%def>
 <%def name="stage_load(q, y)">\
 <%def name="loads(w)">\
 % for s, r in enumerate(plan.loads[q][y]):
             st${s}${'' if w == W else self.attr.FIRST} = ${self.load_b(plan.chunks[q][r], 'col', w, context.get('ntload', False))};
 % endfor
 </%def>\
-${guarded(loads)}\
+${self.guarded(loads, W)}\
 </%def>
 <%def name="stage_store(q, y)">\
 % for s, r in enumerate(plan.loads[q][y]):
@@ -66,7 +47,7 @@ ${guarded(loads)}\
             acc${i - r0}${'' if w == W else self.attr.FIRST} = ${'' if beta == 1 else betalit + '*'}${self.load_c(i, 'col', w)};
 % endfor
 </%def>\
-${guarded(rows)}\
+${self.guarded(rows, W)}\
 </%def>
 <%def name="finish_rows(y)">\
 <%
@@ -85,7 +66,7 @@ ${self.finish(i, 'col', w, acc if i - r0 in touched else None)}\
 % endif
 % endfor
 </%def>\
-${guarded(rows)}\
+${self.guarded(rows, W)}\
 </%def>
 ${self.prologue()}\
     const int col = ${W}*(blockIdx.x*blockDim.x + threadIdx.x);

@@ -15,23 +15,6 @@
 ${self.finish(r0 + row.i, 'col', w, ' + '.join(f'{lit(v)}*b{j}' for j, v in row.terms) or None)}\
 % endfor
 </%def>
-<%def name="group_body(g)">\
-% if width == 2:
-        if (col + 1 < n)
-        {
-${rows(g, 2)}\
-        }
-        else if (col < n)
-        {
-${rows(g, 1)}\
-        }
-% else:
-        if (col < n)
-        {
-${rows(g, 1)}\
-        }
-% endif
-</%def>
 ${self.prologue()}\
     const int group = blockIdx.x % ${len(groups)};
     const int col = ${width}*((blockIdx.x / ${len(groups)})*blockDim.x + threadIdx.x);
@@ -40,7 +23,7 @@ ${self.prologue()}\
 % for g in range(len(groups)):
     case ${g}:
     {
-${group_body(g)}\
+${self.guarded(lambda w: rows(g, w), width)}\
         break;
     }
 % endfor

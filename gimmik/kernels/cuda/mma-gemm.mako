@@ -1,4 +1,5 @@
 <%inherit file="base.mako"/>
+<%namespace name="mma" file="mma-lib.mako"/>
 ## mma-gemm: f64 on the FP64 tensor cores with 2-D block tiling.  Block
 ## blockIdx.x computes the BM x BN tile of C of m-block blockIdx.x % nmb and
 ## column block blockIdx.x / nmb.  The k loop runs over plan.nstages stages
@@ -12,25 +13,19 @@
 ## tiles T a block computes T column tiles in turn, its stage pipeline
 ## running on from one tile into the next (the next tile's first stages
 ## load while the last ones compute and the tile's C is stored).
-## Fragment layouts and the table order: gimmik/cuda.py (gemm_coords,
+## Fragment layouts and the table order: gimmik/fragments/mma.py (gemm_coords,
 ## GemmPlan).
 <%
     P = plan
-    MT, KT, NA, NB, NC, V = P.MT, P.KT, P.na, P.nb, P.nc, P.v
+    MT, KT, NA, NB, NC, V = P.mma_m, P.mma_k, P.a_per_lane, P.b_per_lane, P.c_per_lane, P.a_vec
     BM, BN, BK, S = P.BM, P.BN, P.BK, P.stride
     NBUF, NST = P.nbuf, P.nstages
     achunks = BM*BK//2
     bchunks = BK*BN//2
     shape = P.shape
-    ops = ', '.join(f'%{i}' for i in range(NC))
-    aops = ', '.join(f'%{NC + i}' for i in range(NA))
-    bops = ', '.join(f'%{NC + NA + i}' for i in range(NB))
-    dcons = ', '.join(f'"+d"(d[{i}])' for i in range(NC))
-    acons = ', '.join(f'"d"(a[{i}])' for i in range(NA))
-    bcons = ', '.join(f'"d"(b[{i}])' for i in range(NB))
     kpad = NST*BK > k
     full = P.full
-    NSL = P.nslot
+    NSL = P.nslots
     T = P.tiles
 %>\
 static __device__ __align__(16) const double ${kname}_atab[${P.table.size}] = {
@@ -45,24 +40,8 @@ static __constant__ short ${kname}_kidx[${P.kidx.size}] = {${', '.join(str(int(x
 static __constant__ short ${kname}_cnt[${P.nmb}] = {${', '.join(str(int(x)) for x in P.cnt)}};
 % endif
 
-// D = A*B + D on one ${shape} f64 tile (fragments: see the generator).
-static __device__ __forceinline__ void
-${kname}_mma(double* d, const double* a, const double* b)
-{
-    asm("mma.sync.aligned.${shape}.row.col.f64.f64.f64.f64 "
-        "{${ops}}, {${aops}}, {${bops}}, {${ops}};"
-        : ${dcons} : ${acons}, ${bcons});
-}
-
-// 16 bytes global -> shared, asynchronously; bytes < 16 zero-fills the rest.
-static __device__ __forceinline__ void
-${kname}_cp16(double* dst, const double* src, int bytes)
-{
-    const unsigned s = (unsigned) __cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
-                 :: "r"(s), "l"(src), "r"(bytes) : "memory");
-}
-
+${mma.mma_fn(shape, MT, KT, NA, NB, NC)}
+${mma.cp_async()}
 <%def name="stage_load(s, kst, buf, cbase='col0')">\
 % for it in range(-(-achunks // nthreads)):
             {
@@ -138,29 +117,7 @@ ${kname}_cp16(double* dst, const double* src, int bytes)
         if (row < ${m})
         {
 % for nt in range(P.wn):
-<%
-    a0, a1 = f'acc[{mt}][{nt}][{2*h}]', f'acc[{mt}][{nt}][{2*h + 1}]'
-    cs = '__ldcs(c + row*ldcl + col)'
-    if beta == 0 or P.cpre:
-        e0, e1, s0 = a0, a1, a0
-    elif beta == 1:
-        e0, e1, s0 = f'{a0} + cv.x', f'{a1} + cv.y', f'{a0} + {cs}'
-    else:
-        e0, e1 = f'{a0} + {betalit}*cv.x', f'{a1} + {betalit}*cv.y'
-        s0 = f'{a0} + {betalit}*{cs}'
-%>\
-            {
-                const int col = col0 + wx*${8*P.wn} + ${8*nt} + 2*t4;
-                if (col + 1 < n)
-                {
-% if beta != 0 and not P.cpre:
-                    const double2 cv = __ldcs((const double2*)(c + row*ldcl + col));
-% endif
-                    __stcs((double2*)(c + row*ldcl + col), double2{${e0}, ${e1}});
-                }
-                else if (col < n)
-                    __stcs(c + row*ldcl + col, ${s0});
-            }
+${mma.store_pair(f'col0 + wx*{8*P.wn} + {8*nt} + 2*t4', f'acc[{mt}][{nt}][{2*h}]', f'acc[{mt}][{nt}][{2*h + 1}]', not P.cpre, ' '*12)}\
 % endfor
         }
     }
@@ -200,6 +157,45 @@ ${kname}_cp16(double* dst, const double* src, int bytes)
 % endfor
         }
 % endfor
+</%def>
+## The k loop over a column tile's live stages: wait for stage s, issue
+## the loads of the stage NBUF - 1 ahead (with tiles, running on into the
+## next tile: it, sn count stages over all the block's tiles), compute,
+## then the epilogue.
+<%def name="kloop()">\
+<%
+    it = 's' if T == 1 else 'tile*nst + s'
+    last = 'nst' if T == 1 else 'nit'
+    slot = 'sn' if T == 1 else 'sl'
+    cbase = 'col0' if T == 1 else f'(cb0 + tl*{BN})'
+%>\
+#pragma unroll 1
+    for (int s = 0; s < nst; ++s)
+    {
+        const int it = ${it};
+        GIMMIK_CP_ASYNC("wait_group ${NBUF - 2}");
+        __syncthreads();
+        {
+            const int sn = ${'s' if T == 1 else 'it'} + ${NBUF - 1};
+            if (sn < ${last})
+            {
+                const int bn = sn % ${NBUF};
+% if T > 1:
+                const int tl = sn / nst, sl = sn - tl*nst;
+% endif
+% if full:
+${stage_load(slot, slot, 'bn', cbase)}\
+% else:
+                const int kst = kidx[${slot}];
+${stage_load(slot, 'kst', 'bn', cbase)}\
+% endif
+            }
+            GIMMIK_CP_ASYNC("commit_group");
+        }
+${compute()}\
+    }
+
+${epilogue()}\
 </%def>
 ${self.prologue()}\
     __shared__ __align__(16) double ash[${NBUF}][${BM*BK}];
@@ -250,65 +246,18 @@ ${stage_load('sl', 'kst', s, f'(cb0 + tl*{BN})')}\
 % endif
         }
 % endif
-    asm volatile("cp.async.commit_group;" ::: "memory");
+    GIMMIK_CP_ASYNC("commit_group");
 % endfor
 
 % if T == 1:
-#pragma unroll 1
-    for (int s = 0; s < nst; ++s)
-    {
-        const int it = s;
-        asm volatile("cp.async.wait_group ${NBUF - 2};" ::: "memory");
-        __syncthreads();
-        {
-            const int sn = s + ${NBUF - 1};
-            if (sn < nst)
-            {
-                const int bn = sn % ${NBUF};
-% if full:
-${stage_load('sn', 'sn', 'bn')}\
-% else:
-                const int kst = kidx[sn];
-${stage_load('sn', 'kst', 'bn')}\
-% endif
-            }
-            asm volatile("cp.async.commit_group;" ::: "memory");
-        }
-${compute()}\
-    }
-
-${epilogue()}\
+${kloop()}\
 % else:
 #pragma unroll 1
     for (int tile = 0; tile < ${T}; ++tile)
     {
     const int col0 = cb0 + tile*${BN};
 ${init_acc()}
-#pragma unroll 1
-    for (int s = 0; s < nst; ++s)
-    {
-        const int it = tile*nst + s;
-        asm volatile("cp.async.wait_group ${NBUF - 2};" ::: "memory");
-        __syncthreads();
-        {
-            const int sn = it + ${NBUF - 1};
-            if (sn < nit)
-            {
-                const int bn = sn % ${NBUF};
-                const int tl = sn / nst, sl = sn - tl*nst;
-% if full:
-${stage_load('sl', 'sl', 'bn', f'(cb0 + tl*{BN})')}\
-% else:
-                const int kst = kidx[sl];
-${stage_load('sl', 'kst', 'bn', f'(cb0 + tl*{BN})')}\
-% endif
-            }
-            asm volatile("cp.async.commit_group;" ::: "memory");
-        }
-${compute()}\
-    }
-
-${epilogue()}\
+${kloop()}\
     }
 % endif
 }

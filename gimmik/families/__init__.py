@@ -1,0 +1,136 @@
+"""Kernel families: one class per family, bound to one candidate.
+
+A family object knows everything about one candidate kernel that is not a
+platform's policy: its launch geometry (block, shared bytes, columns per
+thread and, where they differ from the default, columns per block and row
+groups), its plan (built once, on first use), the context its template
+walks and the live values that estimate its registers.  The platforms
+(gimmik.hip, gimmik.cuda, gimmik.c) keep their candidate tables (data: which
+rows are offered, in which order, under which gates), their base template
+and their policies (launch limits, register budgets, launch bounds); what a
+family needs from its platform it reads from the generator: the warp width
+(``mm.warp_size(opts)``) and the threads of a streaming block
+(``mm.stream_threads(opts)``).
+
+Adding a family ``foo-bar``:
+
+1. ``gimmik/families/foo_bar.py``: a subclass of :class:`Family` with
+   ``name = 'foo-bar'`` and at least :meth:`Family.geometry` and
+   :meth:`Family.build_plan`; :meth:`Family.context` for the template's extra
+   names, :meth:`Family.live_values` (or :meth:`Family.registers`) for a
+   register estimate, :meth:`Family.adapt` to bind a table row's
+   parameters to an operator.  Modules of this package are found by name:
+   nothing else to register.
+2. ``gimmik/kernels/<platform>/foo-bar.mako`` (or ``kernels/common/`` for a
+   family every GPU platform offers), inheriting ``base.mako``.
+3. Rows in the platform's candidate table.
+"""
+
+from dataclasses import dataclass
+from functools import cached_property
+import importlib
+import pkgutil
+
+import numpy as np
+
+# Registers a candidate needs beyond its live values (addresses, indices)
+REGISTER_MARGIN = 24
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Launch geometry of a candidate.  cols_per_block (default
+    block[0]*width) and row_groups (blocks per column tile, default 1) go
+    into the candidate's meta when set."""
+    block: tuple
+    shared: int
+    width: int
+    cols_per_block: int = None
+    row_groups: int = None
+
+
+class Family:
+    """One candidate of a family, bound to a generator (mm: the operator,
+    beta, sizes and platform), its parameters and a dtype."""
+
+    name = None
+
+    def __init__(self, mm, cand, dtype):
+        self.mm = mm
+        self.A = mm.A
+        self.info = mm.info
+        self.params = cand.params
+        self.opts = cand.opts
+        self.dtype = dtype
+        self.itemsize = np.dtype(dtype).itemsize
+
+    # -- what a family provides ------------------------------------------
+    @classmethod
+    def adapt(cls, mm, params):
+        """A table row's parameters bound to mm's operator: rewritten, or
+        None to drop the row."""
+        return params
+
+    def geometry(self):
+        """The launch :class:`Geometry` (without building the plan where
+        that can be helped)."""
+        raise NotImplementedError
+
+    def build_plan(self):
+        """The plan the template walks."""
+        raise NotImplementedError
+
+    def context(self):
+        """Names the template needs besides the common ones (see
+        MatMul.render)."""
+        return {'plan': self.plan}
+
+    def live_values(self):
+        """The most values (each `width` columns wide) one thread keeps
+        live: accumulators plus held B values; None when the family has no
+        estimate."""
+        return None
+
+    def registers(self):
+        """32-bit registers per thread the live values need, plus a
+        margin; None without an estimate."""
+        live = self.live_values()
+        if live is None:
+            return None
+        words = self.itemsize // 4 * self.params.get('width', 1)
+        return REGISTER_MARGIN + words*live
+
+    # -- shared ----------------------------------------------------------
+    @cached_property
+    def plan(self):
+        return self.build_plan()
+
+    @property
+    def warp(self):
+        return self.mm.warp_size(self.opts)
+
+
+_FAMILIES = None
+
+
+def families():
+    """{name: Family subclass} of every module in this package."""
+    global _FAMILIES
+    if _FAMILIES is None:
+        found = {}
+        for mod in pkgutil.iter_modules(__path__):
+            m = importlib.import_module(f'{__name__}.{mod.name}')
+            for obj in vars(m).values():
+                if (isinstance(obj, type) and issubclass(obj, Family)
+                        and obj.name and obj.__module__ == m.__name__):
+                    found[obj.name] = obj
+        _FAMILIES = found
+    return _FAMILIES
+
+
+def family(name):
+    """The Family subclass of a family name."""
+    try:
+        return families()[name]
+    except KeyError:
+        raise ValueError(f'unknown kernel family {name!r}') from None

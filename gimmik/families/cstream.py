@@ -1,0 +1,28 @@
+"""cstream: one thread per column group; each row of C in turn, loading
+each row of B the first time a row needs it (HIP, CUDA and C)."""
+
+from gimmik import plans
+from gimmik.families import REGISTER_MARGIN, Family, Geometry
+
+# Registers a CUDA cstream with loads at every use (ld 'reload') is given
+# room for: ptxas hoists the loads anyway.
+RELOAD_REGISTERS = 72
+
+
+class Cstream(Family):
+    name = 'cstream'
+
+    def geometry(self):
+        return Geometry((self.mm.stream_threads(self.opts), 1, 1), 0,
+                        self.params.get('width', 1))
+
+    def build_plan(self):
+        return self.mm.memo('cstream', lambda: plans.cstream_plan(self.A))
+
+    def live_values(self):
+        return plans.cstream_live_b(self.plan)
+
+    def registers(self):
+        if self.params.get('ld') == 'reload':
+            return REGISTER_MARGIN + RELOAD_REGISTERS
+        return super().registers()

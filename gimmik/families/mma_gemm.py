@@ -1,0 +1,51 @@
+"""mma-gemm (CUDA, f64): a GEMM with 2-D block tiling on the FP64 tensor
+cores (m8n8k4, Hopper's m16n8k4/k8/k16); A's slices (a baked table, see
+gimmik.fragments.mma) and B's tiles staged through shared memory with
+cp.async; zero slabs of A skipped."""
+
+from gimmik.fragments import mma
+from gimmik.families import Family, Geometry
+
+# Registers beyond the accumulators and one k-step's fragments
+GEMM_REGISTER_MARGIN = 32
+
+_TILING = ('shape', 'mwarps', 'nwarps', 'wm', 'wn', 'kstage', 'nbuf')
+
+
+class MmaGemm(Family):
+    name = 'mma-gemm'
+
+    @classmethod
+    def adapt(cls, mm, params):
+        """Without the options that change nothing for this operator: cpre
+        where beta is 0, skip where no m-block has a zero slab (the kernel
+        is then the one without them)."""
+        p = dict(params)
+        if p.get('cpre') and mm.beta == 0:
+            del p['cpre']
+        if p.get('skip') and mma.gemm_live_stages(
+                mm.A, **{k: p[k] for k in _TILING}).all():
+            del p['skip']
+        return p
+
+    def tiling(self):
+        """(effective wm, m-blocks, stages, BM, BN, BK, B row stride)."""
+        p = self.params
+        return mma.gemm_geometry(self.info.m, self.info.k,
+                                 *[p[k] for k in _TILING])
+
+    def geometry(self):
+        p = self.params
+        _, nmb, _, BM, BN, BK, S = self.tiling()
+        nthreads = mma.WARP*p['mwarps']*p['nwarps']
+        return Geometry((nthreads, 1, 1), 8*p['nbuf']*(BM*BK + BK*S), 1,
+                        cols_per_block=BN*p.get('tiles', 1), row_groups=nmb)
+
+    def build_plan(self):
+        return mma.gemm_plan(self.A, **self.params)
+
+    def registers(self):
+        # accumulators and one k-step's A and B fragments (f64)
+        wm, wn = self.tiling()[0], self.params['wn']
+        na, nb, nc = mma.gemm_fragment_sizes(self.params['shape'])
+        return GEMM_REGISTER_MARGIN + 2*(wm*wn*nc + wm*na + wn*nb)

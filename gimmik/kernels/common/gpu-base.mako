@@ -1,0 +1,79 @@
+## What the HIP and CUDA bases (kernels/hip/base.mako, kernels/cuda/base.mako)
+## share: the header, the kernel prologue (baked or runtime n), C's final
+## values and the column guards.  A platform's base inherits this and
+## defines preamble() (its vector types), launch_bounds(), vt(w), load_b,
+## load_c and store_c, and FIRST: how the first column of a two-column value
+## is named.
+// gimmik ${tplname} kernel: C = A*B${'' if beta == 0 else ' + beta*C'}, A ${m}x${k}, ${dtype}
+${self.preamble()}\
+
+${next.body()}
+
+## Signature and prologue: defines n, ldbl and ldcl (row strides, 64-bit).
+<%def name="prologue()">\
+extern "C" __global__ void __launch_bounds__(${self.launch_bounds()})
+% if n is not None:
+${kname}(const ${dtype}* __restrict__ b, ${dtype}* __restrict__ c)
+{
+    const int n = ${n};
+    const long ldbl = ${ldb}, ldcl = ${ldc};
+% else:
+${kname}(int n, const ${dtype}* __restrict__ b, int ldb,
+${' '*len(kname)} ${dtype}* __restrict__ c, int ldc)
+{
+    const long ldbl = ldb, ldcl = ldc;
+% endif
+</%def>
+
+## Address of row `row` (stride ld), column offset col of panel a, as a
+## pointer to a w-column value.
+<%def name="ptr(a, row, ld, col, w)" buffered="True">\
+% if w == 1:
+(${a} + ${row}*${ld} + ${col})\
+% else:
+(${'const ' if a == 'b' else ''}${self.vt(2)}*)(${a} + ${row}*${ld} + ${col})\
+% endif
+</%def>
+
+## Final value of row i of C from an accumulator expression (None: A's row i
+## is zero).  Emits nothing when beta = 1 and the row is zero.
+<%def name="finish(i, col, w, acc)">\
+% if beta == 0:
+        ${self.store_c(i, col, w, acc if acc is not None else self.vt(w) + '{}')};
+% elif acc is None and beta == 1:
+% elif acc is None:
+        ${self.store_c(i, col, w, betalit + '*' + self.load_c(i, col, w))};
+% elif beta == 1:
+        ${self.store_c(i, col, w, acc + ' + ' + self.load_c(i, col, w))};
+% else:
+        ${self.store_c(i, col, w, acc + ' + ' + betalit + '*' + self.load_c(i, col, w))};
+% endif
+</%def>
+
+## body(w) for a thread's columns from col: with w 2, body(2) where both
+## columns are inside n and body(1) on a ragged last column; with w 1,
+## body(1) where col is inside n.
+<%def name="guarded(body, w, indent='        ')">\
+% if w == 2:
+${indent}if (col + 1 < n)
+${indent}{
+${body(2)}\
+${indent}}
+${indent}else if (col < n)
+${indent}{
+${body(1)}\
+${indent}}
+% else:
+${indent}if (col < n)
+${indent}{
+${body(1)}\
+${indent}}
+% endif
+</%def>
+
+## One thread per column group: col is its first column.  Each family
+## defines columns(w), the body for a w-column group at offset col.
+<%def name="per_column()">\
+    const int col = ${width}*(blockIdx.x*blockDim.x + threadIdx.x);
+${self.guarded(self.columns, width, '    ')}\
+</%def>
