@@ -9,6 +9,7 @@ import numpy as np
 from gimmik.analysis import DENSE_DENSITY
 from gimmik.base import MAX_SHARED, MatMul
 from gimmik import fragments, plans
+from gimmik import mfma_gemm  # [mfma-gemm hook]
 
 # gfx arch names (with optional feature suffixes such as :sramecc+:xnack-)
 _ARCH = re.compile(r'gfx[0-9a-f]{3,4}(:[a-z0-9_-]+[+-])*\Z')
@@ -37,8 +38,22 @@ STREAMING = ('cstream', 'bstream', 'bstream-msplit', 'cstream-ksplit')
 # The HIP candidate table.  Each row: family, parameters, and the condition
 # (on the generator and the requested dtype/arch) under which it is offered.
 # Order is the order of offering: PyFR only times the first few.
+# mfma-gemm rows (gimmik/mfma_gemm.py): wavefronts mwaves x nwaves, each
+# with wm x wn 16x16 accumulator tiles, stages of 4*kstage columns of A;
+# vec 2: 16-byte B/C accesses.  They come first where mfma-dense's rows
+# would not reach mfma_gemm.MIN_WAVES waves per SIMD (gate 'gemmfirst'),
+# else after the mfma-dense rows.  [mfma-gemm hook]
+MFMA_GEMM_ROWS = [
+    (mfma_gemm.FAMILY, dict(p, vec=vec), gate)
+    for p in (dict(mwaves=2, nwaves=2, wm=4, wn=4, kstage=1),
+              dict(mwaves=2, nwaves=2, wm=2, wn=4, kstage=2),
+              dict(mwaves=4, nwaves=1, wm=2, wn=4, kstage=2),
+              dict(mwaves=2, nwaves=2, wm=4, wn=2, kstage=2))
+    for vec, gate in ((2, 'mfma w2'), (1, 'mfma scalar'))]
+
 CANDIDATES = [
     # family            parameters                                 gate
+    *[(f, p, g + ' gemm gemmfirst') for f, p, g in MFMA_GEMM_ROWS],
     # mfma-dense: msplit wavefronts per block (1: direct from global, more:
     # B staged in LDS chunks of kchunk k-tiles in nbuf buffers), pipe 0/1/2
     # (see the template), vec 2: 16-byte B/C accesses (needs even aligne).
@@ -66,6 +81,7 @@ CANDIDATES = [
      'mfma scalar'),
     ('mfma-dense', dict(msplit=1, pipe=0, vec=2), 'mfma w2'),
     ('mfma-dense', dict(msplit=1, pipe=0, vec=1), 'mfma scalar'),
+    *[(f, p, g + ' gemm') for f, p, g in MFMA_GEMM_ROWS],
     # bstream-msplit: bsz B rows per LDS stage (two stages); width 2 with
     # bsz 16 takes 32 KiB of LDS per block, one block per 2 SIMDs of a CU
     # (1 wave/SIMD at msplit 2), bsz 8 half that (2 waves/SIMD)
@@ -96,6 +112,11 @@ def _gates(mm, dtype, arch, warp_size=64):
         'beta': mm.beta != 0,
         'f64': dtype == np.float64,
         'mfma': mfma_ok(mm.info, dtype, arch, warp_size),
+        # [mfma-gemm hook]
+        'gemm': mfma_gemm.offered(mm.info, dtype, arch, warp_size,
+                                  mfma_ok(mm.info, dtype, arch, warp_size)),
+        'gemmfirst': mm._mfma_params(CANDIDATES[
+            len(MFMA_GEMM_ROWS)][1]) is None,
     }
 
 
@@ -121,8 +142,11 @@ class HIPMatMul(MatMul):
         out = self._from_table(
             CANDIDATES, _gates(self, dtype, gcn_arch, warp_size), dtype,
             {'gcn_arch': gcn_arch, 'warp_size': warp_size},
-            lambda family, params: (self._mfma_params(params)
-                                    if family == 'mfma-dense' else params))
+            lambda family, params: (
+                self._mfma_params(params) if family == 'mfma-dense' else
+                # [mfma-gemm hook]
+                mfma_gemm.adapt(params, self.info.m, self.info.k)
+                if family == mfma_gemm.FAMILY else params))
 
         # drop the streaming candidates that would spill, keeping at least
         # the least demanding one
@@ -189,6 +213,9 @@ class HIPMatMul(MatMul):
                 rows = fragments.MFMA_K*min(p['kchunk'], kact)
                 shared = p['nbuf']*rows*fragments.WAVE*size
             return None, (fragments.WAVE, ms, 1), shared, 1
+        if cand.family == mfma_gemm.FAMILY:   # [mfma-gemm hook]
+            return (None,) + mfma_gemm.launch_geometry(
+                self.info.m, self.info.k, p)[:3]
         raise ValueError(f'unknown HIP family {cand.family!r}')
 
     def _context(self, cand, dtype):
@@ -211,4 +238,18 @@ class HIPMatMul(MatMul):
             ctx['plan'] = plan = self.mfma_plan(p)
             ctx.update(vec=p['vec'], pipe=p['pipe'])
             assert plan.lds_bytes == shared and plan.msplit == block[1]
+        elif cand.family == mfma_gemm.FAMILY:   # [mfma-gemm hook]
+            ctx.update(mfma_gemm.context(self.A, p))
         return ctx, block, shared, width
+
+    def render(self, cand, dtype, kname='gimmik_mm'):
+        # [mfma-gemm hook] its blocks cover several row groups and a
+        # column count of their own
+        src, meta = super().render(cand, dtype, kname)
+        if cand.family == mfma_gemm.FAMILY:
+            _, _, _, meta['cols_per_block'], meta['row_groups'] = \
+                mfma_gemm.launch_geometry(self.info.m, self.info.k,
+                                          cand.params)
+            if self.baked_n:
+                meta['grid'] = self.launch_config(meta, self.n)[0]
+        return src, meta
