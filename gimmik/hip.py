@@ -47,6 +47,7 @@ MFMA_GEMM_ROWS = [
     (mfma_gemm.FAMILY, dict(p, vec=vec), gate)
     for p in (dict(mwaves=2, nwaves=2, wm=4, wn=4, kstage=1),
               dict(mwaves=2, nwaves=2, wm=2, wn=4, kstage=2),
+              dict(mwaves=2, nwaves=2, wm=2, wn=4, kstage=1),
               dict(mwaves=4, nwaves=1, wm=2, wn=4, kstage=2),
               dict(mwaves=2, nwaves=2, wm=4, wn=2, kstage=2))
     for vec, gate in ((2, 'mfma w2'), (1, 'mfma scalar'))]

@@ -115,17 +115,18 @@ def geometry_of(m, k, mwaves, nwaves, wm, wn, kstage, vec=2):
 
 # -- registers and occupancy ---------------------------------------------------
 def register_estimate(params, m, k):
-    """(arch VGPRs, AGPRs) a candidate needs: accumulators (8 per 16x16
-    tile) in AGPRs; in VGPRs the next stage's A and B (16-byte chunks, 4
-    VGPRs each), one stage's fragments (2 per m-tile and n-tile and k-step)
-    and EST_MARGIN."""
+    """(arch VGPRs, AGPRs) a candidate needs.  The kernel asks for
+    MIN_WAVES waves per SIMD (amdgpu_waves_per_eu), and clang-19 then keeps
+    the accumulators (8 VGPRs per 16x16 tile) in arch VGPRs, beside the next
+    stage's A and B (16-byte chunks, 4 VGPRs each), one stage's fragments
+    (2 per m-tile and n-tile and k-step) and EST_MARGIN; no AGPRs."""
     g = geometry_of(m, k, **params)
     p = dict(params, wm=g['wm'])
     acc = 8*p['wm']*p['wn']
     chunks = (-(-g['a_chunks'] // g['nthreads'])
               + -(-g['b_chunks'] // g['nthreads']))
     frags = 2*p['kstage']*(p['wm'] + p['wn'])
-    return EST_MARGIN + 4*chunks + frags, acc
+    return EST_MARGIN + acc + 4*chunks + frags, 0
 
 
 def waves_per_simd(arch_vgprs, agprs, lds_bytes=0, waves_per_block=1):
@@ -309,4 +310,4 @@ def launch_geometry(m, k, params):
 def context(A, params):
     """The template context of a candidate (besides what base.render
     passes to every template)."""
-    return {'plan': plan(A, **params)}
+    return {'plan': plan(A, **params), 'waves': MIN_WAVES}

@@ -31,6 +31,12 @@
 %>
 typedef double gimmik_v4d __attribute__((vector_size(32)));
 
+## The base prologue, asking for plan's waves per SIMD: clang-19 then keeps
+## the accumulators in VGPRs across the stage loop (without it they live in
+## AGPRs and are copied to VGPRs and back around the loop, twice the
+## registers).
+<%def name="prologue()">${capture(parent.prologue).replace(f'__launch_bounds__({nthreads})', f'__launch_bounds__({nthreads}) __attribute__((amdgpu_waves_per_eu({waves})))', 1)}</%def>
+
 // A in fragment order, [m-block][slot][wy][k-step][m-tile][lane]: lane
 // 16g + t of m-tile i feeds A[16*(m-tile) + t][${BK}*(stage) + 4*(k-step) + g]
 __constant__ __attribute__((aligned(16))) const double ${tab}[${P.table.size}] = {
