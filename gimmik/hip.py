@@ -40,9 +40,9 @@ STREAMING = ('cstream', 'bstream', 'bstream-msplit', 'cstream-ksplit')
 # Order is the order of offering: PyFR only times the first few.
 # mfma-gemm rows (gimmik/mfma_gemm.py): wavefronts mwaves x nwaves, each
 # with wm x wn 16x16 accumulator tiles, stages of 4*kstage columns of A;
-# vec 2: 16-byte B/C accesses.  They come first where mfma-dense's rows
-# would not reach mfma_gemm.MIN_WAVES waves per SIMD (gate 'gemmfirst'),
-# else after the mfma-dense rows.  [mfma-gemm hook]
+# vec 2: 16-byte B/C accesses.  They are offered after the mfma-dense rows,
+# or first where mfma-dense's leading row would not reach
+# mfma_gemm.MIN_WAVES waves per SIMD (see _candidates).  [mfma-gemm hook]
 MFMA_GEMM_ROWS = [
     (mfma_gemm.FAMILY, dict(p, vec=vec), gate)
     for p in (dict(mwaves=2, nwaves=2, wm=4, wn=4, kstage=1),
@@ -52,14 +52,15 @@ MFMA_GEMM_ROWS = [
               dict(mwaves=2, nwaves=2, wm=4, wn=2, kstage=2))
     for vec, gate in ((2, 'mfma w2'), (1, 'mfma scalar'))]
 
+# The first mfma-dense row: where it is dropped, mfma-gemm leads.
+MFMA_DENSE_LEAD = dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=2)
+
 CANDIDATES = [
     # family            parameters                                 gate
-    *[(f, p, g + ' gemm gemmfirst') for f, p, g in MFMA_GEMM_ROWS],
     # mfma-dense: msplit wavefronts per block (1: direct from global, more:
     # B staged in LDS chunks of kchunk k-tiles in nbuf buffers), pipe 0/1/2
     # (see the template), vec 2: 16-byte B/C accesses (needs even aligne).
-    ('mfma-dense', dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=2),
-     'mfma w2'),
+    ('mfma-dense', MFMA_DENSE_LEAD, 'mfma w2'),
     ('mfma-dense', dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=1),
      'mfma scalar'),
     ('mfma-dense', dict(msplit=2, pipe=2, nbuf=2, kchunk=4, vec=2),
@@ -116,9 +117,25 @@ def _gates(mm, dtype, arch, warp_size=64):
         # [mfma-gemm hook]
         'gemm': mfma_gemm.offered(mm.info, dtype, arch, warp_size,
                                   mfma_ok(mm.info, dtype, arch, warp_size)),
-        'gemmfirst': mm._mfma_params(CANDIDATES[
-            len(MFMA_GEMM_ROWS)][1]) is None,
     }
+
+
+# Registers of an mfma-dense wavefront (clang-19 on gfx90a and gfx942, the
+# PyFR suite: bench/results/hip-mfma-isa.csv): 32 AGPRs per m-tile it owns
+# (4 N-tiles x 4 doubles) plus up to 8 more, and at most this many arch
+# VGPRs on the LDS path (B staging registers, pipelined fragments) and on
+# the direct path.  [register gate of mfma-dense]
+MFMA_DENSE_AGPR_SLACK = 8
+MFMA_DENSE_ARCH_VGPRS = {'lds': 88, 'direct': 48}
+
+
+def mfma_dense_waves(mtiles, params):
+    """Waves per SIMD an mfma-dense row reaches by that estimate."""
+    per = -(-mtiles // params['msplit'])
+    arch = MFMA_DENSE_ARCH_VGPRS['lds' if params['msplit'] > 1
+                                 else 'direct']
+    acc = 8*fragments.N_TILES*per      # 4 doubles per N-tile, 2 each
+    return mfma_gemm.waves_per_simd(arch, acc + MFMA_DENSE_AGPR_SLACK)
 
 
 def mfma_ok(info, dtype, arch, warp_size=64):
@@ -148,6 +165,9 @@ class HIPMatMul(MatMul):
                 # [mfma-gemm hook]
                 mfma_gemm.adapt(params, self.info.m, self.info.k)
                 if family == mfma_gemm.FAMILY else params))
+
+        # [mfma-gemm hook] mfma-gemm leads where mfma-dense does not fit
+        out = mfma_gemm.lead(out, self._mfma_params(MFMA_DENSE_LEAD) is None)
 
         # drop the streaming candidates that would spill, keeping at least
         # the least demanding one
@@ -179,6 +199,8 @@ class HIPMatMul(MatMul):
         if p['msplit'] == 1:
             p = dict(msplit=1, pipe=min(p['pipe'], 1), vec=p['vec'])
         if -(-mtiles // p['msplit']) > fragments.MAX_MTILES_PER_WAVE:
+            return None
+        if mfma_dense_waves(mtiles, p) < mfma_gemm.MIN_WAVES:
             return None
         return p
 

@@ -89,6 +89,15 @@ def adapt(params, m, k):
     return p
 
 
+def lead(cands, first):
+    """The candidate list with the mfma-gemm candidates moved ahead of all
+    others when `first` (else unchanged), each group in its own order."""
+    if not first:
+        return cands
+    return ([c for c in cands if c.family == FAMILY]
+            + [c for c in cands if c.family != FAMILY])
+
+
 def geometry_of(m, k, mwaves, nwaves, wm, wn, kstage, vec=2):
     """The block geometry of a parameter set for an m x k operator."""
     if mwaves < 1 or nwaves < 1 or mwaves*nwaves*WAVE > 1024:

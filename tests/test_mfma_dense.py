@@ -9,7 +9,7 @@ from conftest import Panels, full_run, random_operator, rel_error
 from gimmik.analysis import DENSE_DENSITY
 from gimmik.emulate import EmulatorError, run_hip
 from gimmik.fragments import WAVE, mfma_f64_16x16x4
-from gimmik.hip import MFMA_ARCHS, HIPMatMul
+from gimmik.hip import MFMA_ARCHS, HIPMatMul, mfma_dense_waves
 
 BETAS = (0.0, 1.0, 0.5)
 
@@ -145,7 +145,9 @@ def test_launch_limits_and_msplit_cap():
         A = np.ones((m, k))
         mtiles = -(-m // 16)
         mm, cands = mfma_rows(A)
-        assert cands
+        # 420 rows: 7 m-tiles per wavefront at msplit 4, too many
+        # accumulators for two waves per SIMD
+        assert bool(cands) == (m != 420)
         for cand in cands:
             _, (bx, by, bz), shared, width = mm._geometry(cand, np.float64)
             p = cand.params
@@ -153,6 +155,7 @@ def test_launch_limits_and_msplit_cap():
             assert by == p['msplit'] <= min(4, mtiles)
             assert shared <= 16*1024
             assert -(-mtiles // by) <= 8       # accumulators fit the AGPRs
+            assert mfma_dense_waves(mtiles, p) >= 2
             if by == 1:
                 assert shared == 0 and 'kchunk' not in p
             if m*k < 10_000:
