@@ -316,6 +316,7 @@ def test_isa_waves_and_scratch(rng, arch):
 
 
 def test_hiprtc_compiles(rng, tmp_path, request):
+    import re
     import shutil
     import subprocess
 
@@ -326,6 +327,7 @@ def test_hiprtc_compiles(rng, tmp_path, request):
     if not full_run(request.config):
         cands = cands[:1]
     objdump = shutil.which('llvm-objdump-19')
+    obj = tmp_path / 'k.o'
     for cand in cands:
         src, meta = mm.render(cand, np.float64)
         try:
@@ -333,15 +335,24 @@ def test_hiprtc_compiles(rng, tmp_path, request):
         except RuntimeUnavailable as e:
             pytest.skip(str(e))
         assert 'gimmik_mm' in hiprtc.kernel_symbols(code)
+        obj.write_bytes(code)
         if objdump:
-            obj = tmp_path / 'k.o'
-            obj.write_bytes(code)
             dis = subprocess.run([objdump, '-d', '--mcpu=gfx90a', str(obj)],
                                  capture_output=True, text=True,
                                  check=True).stdout
             p = cand.params
             assert dis.count('v_mfma_f64_16x16x4') == \
                 p['kstage']*p['wm']*p['wn'], meta['variant']
+        readelf = shutil.which('llvm-readelf-19')
+        if readelf:
+            notes = subprocess.run([readelf, '--notes', str(obj)],
+                                   capture_output=True, text=True,
+                                   check=True).stdout
+            regs = dict(re.findall(r'\.(vgpr_count|agpr_count|private_'
+                                   r'segment_fixed_size):\s*(\d+)', notes))
+            # .vgpr_count is the total, AGPRs included
+            assert int(regs['vgpr_count']) <= 256, meta['variant']
+            assert int(regs['private_segment_fixed_size']) == 0
 
 
 @pytest.mark.full
