@@ -6,6 +6,9 @@ f64; beta = 1 for m3 and m6, else 0; aligne 2 (16-byte accesses) and none
 (scalar accesses).  No GPU needed; reports are cached (gimmik.isa).
 
     python bench/hip_mfma_isa.py --out bench/results/hip-mfma-isa.csv
+
+Prints, on stderr, the lowest waves per SIMD and highest scratch of each
+family and arch.
 """
 
 import argparse
@@ -62,10 +65,13 @@ def rows(ops, jobs):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument('--ops', default='*', help='fnmatch glob(s) of operators')
+    p.add_argument('--suite', default=None,
+                   help='.npz file or directory of .mtx files (default: the '
+                        'PyFR suite)')
     p.add_argument('--out', default='-', help='CSV file (default stdout)')
     p.add_argument('--jobs', type=int, default=None)
     args = p.parse_args(argv)
-    ops = {k: A for k, A in suite(args.ops).items()
+    ops = {k: A for k, A in suite(args.ops, args.suite).items()
            if (A != 0).mean() >= DENSE_DENSITY}
     fields = FIELDS + [f'{c}_{a}' for a in ARCHES for c, _ in PER_ARCH]
     out = sys.stdout if args.out == '-' else open(args.out, 'w', newline='')

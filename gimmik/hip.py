@@ -115,7 +115,7 @@ def _gates(mm, dtype, arch, warp_size=64):
         'f64': dtype == np.float64,
         'mfma': mfma_ok(mm.info, dtype, arch, warp_size),
         # [mfma-gemm hook]
-        'gemm': mfma_gemm.offered(mm.info, dtype, arch, warp_size,
+        'gemm': mfma_gemm.offered(mm.info,
                                   mfma_ok(mm.info, dtype, arch, warp_size)),
     }
 

@@ -35,14 +35,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gimmik.analysis import DENSE_DENSITY
 from gimmik.fragments import (MFMA_K, MFMA_M, MFMA_N, WAVE, lane_coords,
                               mfma_f64_16x16x4)
 
 FAMILY = 'mfma-gemm'
 
-# The family is offered for f64 operators of density >= DENSE_DENSITY on
-# these arches (the f64 MFMA; see hip.MFMA_ARCHS) whose m or k exceeds this.
+# Where the MFMA gate holds (see offered), the family is offered for the
+# operators whose m or k exceeds this.
 MIN_DIM = 128
 
 # Registers (per lane) of a CDNA2/3 SIMD: VGPRs and AGPRs share 512; a
@@ -68,10 +67,10 @@ B_ROW_PAD = 4
 
 
 # -- gate and parameters ------------------------------------------------------
-def offered(info, dtype, arch, warp_size, mfma_ok):
-    """Whether mfma-gemm is offered for an operator (analysis.OperatorInfo):
-    where the MFMA gate holds (mfma_ok: f64, an MFMA arch, wave64, dense A)
-    and m or k exceeds MIN_DIM."""
+def offered(info, mfma_ok):
+    """Whether mfma-gemm is offered for an operator (analysis.OperatorInfo)
+    where the MFMA gate (hip.mfma_ok: f64, an MFMA arch, wave64, density >=
+    DENSE_DENSITY) is mfma_ok: where m or k exceeds MIN_DIM."""
     return bool(mfma_ok) and max(info.m, info.k) > MIN_DIM
 
 
