@@ -16,7 +16,7 @@ PLATFORMS = {
 }
 
 # families that only run on the architectures their gates name
-ARCH_SPECIFIC = frozenset({'mfma-dense', 'mma-gemm'})
+ARCH_SPECIFIC = frozenset({'mfma-dense', 'mfma-gemm', 'mma-gemm'})
 
 _LAZY = {cls: mod for mod, cls in PLATFORMS.values()}
 

@@ -8,6 +8,8 @@ import numpy as np
 
 from gimmik.analysis import DENSE_DENSITY
 from gimmik.base import MAX_SHARED, MatMul
+from gimmik.families.mfma_dense import MfmaDense
+from gimmik.fragments import mfma_gemm
 
 # gfx arch names (with optional feature suffixes such as :sramecc+:xnack-)
 _ARCH = re.compile(r'gfx[0-9a-f]{3,4}(:[a-z0-9_-]+[+-])*\Z')
@@ -32,6 +34,24 @@ MFMA_ARCHS = frozenset({'gfx90a', 'gfx940', 'gfx941', 'gfx942', 'gfx950'})
 # is still offered.
 MAX_EST_VGPRS = 200
 
+# mfma-gemm rows (gimmik.fragments.mfma_gemm): wavefronts mwaves x nwaves,
+# each with wm x wn 16x16 accumulator tiles, stages of 4*kstage columns of
+# A; vec 2: 16-byte B/C accesses.  Offered (gate 'gemm') where the MFMA gate
+# holds and m or k exceeds mfma_gemm.MIN_DIM; after the mfma-dense rows, or
+# first where mfma-dense's leading row does not reach mfma_gemm.MIN_WAVES
+# waves per SIMD (see HIPMatMul._candidates).
+MFMA_GEMM_ROWS = [
+    ('mfma-gemm', dict(p, vec=vec), gate)
+    for p in (dict(mwaves=2, nwaves=2, wm=4, wn=4, kstage=1),
+              dict(mwaves=2, nwaves=2, wm=2, wn=4, kstage=2),
+              dict(mwaves=2, nwaves=2, wm=2, wn=4, kstage=1),
+              dict(mwaves=4, nwaves=1, wm=2, wn=4, kstage=2),
+              dict(mwaves=2, nwaves=2, wm=4, wn=2, kstage=2))
+    for vec, gate in ((2, 'mfma gemm w2'), (1, 'mfma gemm scalar'))]
+
+# The first mfma-dense row: where it is dropped, mfma-gemm leads.
+MFMA_DENSE_LEAD = dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=2)
+
 # The HIP candidate table.  Each row: family, parameters, and the condition
 # (on the generator and the requested dtype/arch) under which it is offered.
 # Order is the order of offering: PyFR only times the first few.
@@ -40,8 +60,7 @@ CANDIDATES = [
     # mfma-dense: msplit wavefronts per block (1: direct from global, more:
     # B staged in LDS chunks of kchunk k-tiles in nbuf buffers), pipe 0/1/2
     # (see the template), vec 2: 16-byte B/C accesses (needs even aligne).
-    ('mfma-dense', dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=2),
-     'mfma w2'),
+    ('mfma-dense', MFMA_DENSE_LEAD, 'mfma w2'),
     ('mfma-dense', dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=1),
      'mfma scalar'),
     ('mfma-dense', dict(msplit=2, pipe=2, nbuf=2, kchunk=4, vec=2),
@@ -64,6 +83,7 @@ CANDIDATES = [
      'mfma scalar'),
     ('mfma-dense', dict(msplit=1, pipe=0, vec=2), 'mfma w2'),
     ('mfma-dense', dict(msplit=1, pipe=0, vec=1), 'mfma scalar'),
+    *MFMA_GEMM_ROWS,
     # bstream-msplit: bsz B rows per LDS stage (two stages); width 2 with
     # bsz 16 takes 32 KiB of LDS per block, one block per 2 SIMDs of a CU
     # (1 wave/SIMD at msplit 2), bsz 8 half that (2 waves/SIMD)
@@ -94,6 +114,7 @@ def _gates(mm, dtype, arch, warp_size=64):
         'beta': mm.beta != 0,
         'f64': dtype == np.float64,
         'mfma': mfma_ok(mm.info, dtype, arch, warp_size),
+        'gemm': max(mm.info.m, mm.info.k) > mfma_gemm.MIN_DIM,
     }
 
 
@@ -125,6 +146,11 @@ class HIPMatMul(MatMul):
         out = self._from_table(
             CANDIDATES, _gates(self, dtype, gcn_arch, warp_size), dtype,
             {'gcn_arch': gcn_arch, 'warp_size': warp_size})
+
+        # mfma-gemm leads where mfma-dense's leading row does not fit
+        if MfmaDense.adapt(self, MFMA_DENSE_LEAD) is None:
+            out = ([c for c in out if c.family == 'mfma-gemm']
+                   + [c for c in out if c.family != 'mfma-gemm'])
 
         # drop the candidates that would spill, keeping at least the least
         # demanding one

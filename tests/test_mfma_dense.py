@@ -11,6 +11,7 @@ from gimmik.base import Candidate
 from gimmik.families.mfma_dense import MfmaDense
 from gimmik.emulate import EmulatorError, run_hip
 from gimmik.fragments import WAVE, mfma_f64_16x16x4
+from gimmik.families.mfma_dense import waves as mfma_dense_waves
 from gimmik.hip import MFMA_ARCHS, HIPMatMul
 
 BETAS = (0.0, 1.0, 0.5)
@@ -152,7 +153,9 @@ def test_launch_limits_and_msplit_cap():
         A = np.ones((m, k))
         mtiles = -(-m // 16)
         mm, cands = mfma_rows(A)
-        assert cands
+        # 420 rows: 7 m-tiles per wavefront at msplit 4, too many
+        # accumulators for two waves per SIMD
+        assert bool(cands) == (m != 420)
         for cand in cands:
             g = mm.kernel(cand, np.float64).geometry()
             (bx, by, bz), shared, width = g.block, g.shared, g.width
@@ -161,6 +164,7 @@ def test_launch_limits_and_msplit_cap():
             assert by == p['msplit'] <= min(4, mtiles)
             assert shared <= 16*1024
             assert -(-mtiles // by) <= 8       # accumulators fit the AGPRs
+            assert mfma_dense_waves(mtiles, p) >= 2
             if by == 1:
                 assert shared == 0 and 'kchunk' not in p
             if m*k < 10_000:

@@ -3,8 +3,25 @@ order of v_mfma_f64_16x16x4f64 (gimmik.fragments.mfma); each block is
 (64, msplit) lanes covering 64 columns, B read directly (msplit 1) or
 staged through LDS chunks."""
 
-from gimmik.fragments import mfma
+from gimmik.fragments import mfma, mfma_gemm
 from gimmik.families import Family, Geometry
+
+# Registers of an mfma-dense wavefront (clang-19 on gfx90a and gfx942, the
+# PyFR suite: bench/results/hip-mfma-isa.csv): 32 AGPRs per m-tile it owns
+# (4 N-tiles x 4 doubles) plus up to AGPR_SLACK more, and at most
+# ARCH_VGPRS arch VGPRs on the LDS path (B staging registers, pipelined
+# fragments) and on the direct path.
+AGPR_SLACK = 8
+ARCH_VGPRS = {'lds': 88, 'direct': 48}
+
+
+def waves(mtiles, params):
+    """Waves per SIMD an mfma-dense candidate of an operator with `mtiles`
+    16-row tiles reaches by that estimate."""
+    per = -(-mtiles // params['msplit'])
+    arch = ARCH_VGPRS['lds' if params['msplit'] > 1 else 'direct']
+    acc = 8*mfma.N_TILES*per      # 4 doubles per N-tile, 2 VGPRs each
+    return mfma_gemm.waves_per_simd(arch, acc + AGPR_SLACK)
 
 
 class MfmaDense(Family):
@@ -14,13 +31,16 @@ class MfmaDense(Family):
     def adapt(cls, mm, params):
         """msplit capped at the m-tiles (one wavefront is the direct path,
         without LDS parameters); None when a wavefront would hold too many
-        accumulators."""
+        accumulators or reach fewer than mfma_gemm.MIN_WAVES waves per
+        SIMD."""
         p = dict(params)
         mtiles = -(-mm.info.m // mfma.MFMA_M)
         p['msplit'] = min(p['msplit'], mtiles)
         if p['msplit'] == 1:
             p = dict(msplit=1, pipe=min(p['pipe'], 1), vec=p['vec'])
         if -(-mtiles // p['msplit']) > mfma.MAX_MTILES_PER_WAVE:
+            return None
+        if waves(mtiles, p) < mfma_gemm.MIN_WAVES:
             return None
         return p
 

@@ -1,0 +1,299 @@
+"""The HIP mfma-gemm family: a 2-D tiled f64 GEMM on AMD's matrix cores
+(``__builtin_amdgcn_mfma_f64_16x16x4f64``) for the dense operators whose
+m or k is too large for mfma-dense to keep every accumulator of a
+wavefront's m-tiles in registers.
+
+The family's plain Python: parameter adaptation, plan (the bake of A),
+geometry, register and occupancy estimate and a NumPy model of the kernel
+for tests.  The family object is gimmik.families.mfma_gemm, its template
+kernels/hip/mfma-gemm.mako, its gate and table rows in gimmik.hip.
+
+Tiling.  A workgroup of ``mwaves x nwaves`` wavefronts (block (64, mwaves*
+nwaves, 1), wavefront w = threadIdx.y, wy = w / nwaves, wx = w % nwaves)
+computes the block_m x block_n tile of C of m-block ``blockIdx.x % m_blocks``
+and column block ``blockIdx.x / m_blocks`` (the blocks that share a tile of
+B run side by side).  Wavefront (wy, wx) owns ``wm`` 16-row m-tiles and
+``wn`` 16-column n-tiles of it and keeps their accumulators in registers.
+The k range is cut into stages of block_k = 4*kstage columns of A; a stage's
+slice of A (from a table baked in fragment order) and its block_k x block_n
+tile of B are read into registers one stage ahead and written to the other
+of two LDS buffers after the current stage's MFMAs (one barrier per stage).
+An m-block runs only its live stages: those where its block_m x block_k slab
+of A has a non-zero.
+
+Lane layout (the shared MFMA facts, section 1): with L the lane, g = L // 16,
+t = L % 16, lane L feeds A[row t][k g] and B[k g][col t] and holds
+D[row 4v + g][col t] in accumulator element v.  Column t of n-tile 2j + h of
+a wavefront is the wavefront's column 32j + 2t + h, so that one lane's
+values for n-tiles 2j and 2j + 1 are two adjacent columns: 16-byte LDS reads
+of B and 16-byte stores of C.  Rows of C past m and columns past n are never
+stored; columns of B past n and rows past k are staged as zeros, so that
+every MFMA runs on all 64 lanes in wave-uniform control flow.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gimmik.fragments.mfma import (MFMA_K, MFMA_M, MFMA_N, WAVE, lane_coords,
+                              mfma_f64_16x16x4)
+
+FAMILY = 'mfma-gemm'
+
+# Where the MFMA gate holds, the family is offered for the operators whose
+# m or k exceeds this (gimmik.hip).
+MIN_DIM = 128
+
+# Registers (per lane) of a CDNA2/3 SIMD: VGPRs and AGPRs share 512; a
+# wavefront's total is roundup4(arch VGPRs) + AGPRs, allocated in granules of
+# 8 (facts section 5).  LDS per CU: 64 KiB.
+SIMD_REGISTERS = 512
+REGISTER_GRANULE = 8
+CU_LDS = 64*1024
+SIMDS_PER_CU = 4
+
+# A candidate must reach this many waves per SIMD by its register and LDS
+# estimate (and does, by clang-19's report, on the PyFR suite).
+MIN_WAVES = 2
+
+# Extra VGPRs of a candidate beyond its live data: addresses, indices,
+# loop counters, the epilogue's C values (calibrated on clang-19 reports of
+# the PyFR suite, see bench/results/hip-mfma-isa.csv).
+EST_MARGIN = 32
+
+# Doubles of padding after each staged B row, so that the four rows g a
+# wavefront reads at once start on different LDS banks.
+B_ROW_PAD = 4
+
+
+# -- gate and parameters ------------------------------------------------------
+def adapt(params, m, k):
+    """A table row bound to an m x k operator: wm cut down so that the
+    m-tiles spread evenly over the fewest m-blocks, mwaves capped at the
+    m-tiles; None when the estimate says fewer than MIN_WAVES waves."""
+    p = dict(params)
+    mtiles = -(-m // MFMA_M)
+    p['mwaves'] = min(p['mwaves'], mtiles)
+    g = geometry_of(m, k, **p)
+    p['wm'] = g['wm']
+    if waves_estimate(p, m, k) < MIN_WAVES:
+        return None
+    return p
+
+
+def geometry_of(m, k, mwaves, nwaves, wm, wn, kstage, vec=2):
+    """The block geometry of a parameter set for an m x k operator."""
+    if mwaves < 1 or nwaves < 1 or mwaves*nwaves*WAVE > 1024:
+        raise ValueError('mwaves*nwaves wavefronts must be 1..16')
+    if wm < 1 or wn < 2 or wn % 2 or kstage < 1:
+        raise ValueError('wm >= 1, wn even >= 2 and kstage >= 1 are needed')
+    if vec not in (1, 2):
+        raise ValueError('vec must be 1 or 2')
+    mtiles = -(-m // MFMA_M)
+    m_blocks = -(-mtiles // (mwaves*wm))
+    wm = -(-mtiles // (m_blocks*mwaves))
+    block_m = mwaves*wm*MFMA_M
+    block_n = nwaves*wn*MFMA_N
+    block_k = kstage*MFMA_K
+    stages = -(-k // block_k)
+    stride = block_n + B_ROW_PAD
+    nthreads = WAVE*mwaves*nwaves
+    lds = 2*8*(block_m*block_k + block_k*stride)
+    return dict(wm=wm, m_blocks=m_blocks, block_m=block_m, block_n=block_n,
+                block_k=block_k, stages=stages, b_stride=stride,
+                nthreads=nthreads, lds_bytes=lds,
+                a_chunks=block_m*block_k//2, b_chunks=block_k*block_n//2)
+
+
+# -- registers and occupancy ---------------------------------------------------
+def register_estimate(params, m, k):
+    """(arch VGPRs, AGPRs) a candidate needs.  The kernel asks for
+    MIN_WAVES waves per SIMD (amdgpu_waves_per_eu), and clang-19 then keeps
+    the accumulators (8 VGPRs per 16x16 tile) in arch VGPRs, beside the next
+    stage's A and B (16-byte chunks, 4 VGPRs each), one stage's fragments
+    (2 per m-tile and n-tile and k-step) and EST_MARGIN; no AGPRs."""
+    g = geometry_of(m, k, **params)
+    p = dict(params, wm=g['wm'])
+    acc = 8*p['wm']*p['wn']
+    chunks = (-(-g['a_chunks'] // g['nthreads'])
+              + -(-g['b_chunks'] // g['nthreads']))
+    frags = 2*p['kstage']*(p['wm'] + p['wn'])
+    return EST_MARGIN + acc + 4*chunks + frags, 0
+
+
+def waves_per_simd(arch_vgprs, agprs, lds_bytes=0, waves_per_block=1):
+    """Waves per SIMD of a kernel by the facts' occupancy rule (registers)
+    and by its LDS use (blocks per CU times their wavefronts, spread over
+    the 4 SIMDs)."""
+    total = -(-arch_vgprs // 4)*4 + agprs
+    total = -(-total // REGISTER_GRANULE)*REGISTER_GRANULE
+    waves = min(8, SIMD_REGISTERS // max(total, 1))
+    if lds_bytes:
+        blocks = CU_LDS // lds_bytes
+        waves = min(waves, blocks*waves_per_block // SIMDS_PER_CU)
+    return waves
+
+
+def waves_estimate(params, m, k):
+    g = geometry_of(m, k, **params)
+    vg, ag = register_estimate(params, m, k)
+    return waves_per_simd(vg, ag, g['lds_bytes'],
+                          params['mwaves']*params['nwaves'])
+
+
+# -- the plan: A baked in fragment order --------------------------------------
+@dataclass
+class MfmaGemmPlan:
+    """An mfma-gemm kernel for one operator (see the module docstring).
+
+    ``table`` is A as [m-block][slot][wy][k-step][m-tile][lane]: slot s of
+    m-block mb holds stage ``live_stages[mb][s]``, for s below
+    ``live_count[mb]``; a slot's block_m*block_k values are contiguous (one
+    linear copy into LDS), and lane L's value for m-tile i of wavefront row
+    wy and k-step ks is A[16*(mb*mwaves*wm + wy*wm + i) + t][block_k*stage
+    + 4*ks + g] (zero past m and k)."""
+    m: int
+    k: int
+    mwaves: int
+    nwaves: int
+    wm: int
+    wn: int
+    kstage: int
+    vec: int
+    m_blocks: int
+    stages: int
+    block_m: int
+    block_n: int
+    block_k: int
+    b_stride: int
+    slots: int
+    live_count: np.ndarray     # (m_blocks,)
+    live_stages: np.ndarray    # (m_blocks, slots)
+    table: np.ndarray          # flat, m_blocks*slots*block_m*block_k
+
+    @property
+    def nwaves_total(self):
+        return self.mwaves*self.nwaves
+
+    @property
+    def nthreads(self):
+        return WAVE*self.nwaves_total
+
+    @property
+    def block(self):
+        return (WAVE, self.nwaves_total, 1)
+
+    @property
+    def lds_bytes(self):
+        return 2*8*(self.block_m*self.block_k + self.block_k*self.b_stride)
+
+    @property
+    def all_live(self):
+        """Every m-block runs every stage (no zero slab in A)."""
+        return bool((self.live_count == self.stages).all())
+
+    @property
+    def slot_size(self):
+        return self.block_m*self.block_k
+
+    @property
+    def a_chunks(self):
+        return self.slot_size//2
+
+    @property
+    def b_chunks(self):
+        return self.block_k*self.block_n//2
+
+    @property
+    def k_padded(self):
+        """The last stage reaches past row k - 1 of B."""
+        return self.stages*self.block_k > self.k
+
+    @property
+    def mfma_count(self):
+        """v_mfma instructions in the kernel (the stage loop's body)."""
+        return self.kstage*self.wm*self.wn
+
+    def a_offset(self, wy, ks, i):
+        """Offset in a slot of lane 0's value for (wy, k-step, m-tile)."""
+        return ((wy*self.kstage + ks)*self.wm + i)*WAVE
+
+    def column(self, wx, nt):
+        """Block columns of n-tile nt of wavefront column wx, per t."""
+        t = np.arange(MFMA_N)
+        return wx*self.wn*MFMA_N + 32*(nt // 2) + 2*t + nt % 2
+
+
+def plan(A, mwaves, nwaves, wm, wn, kstage, vec=2):
+    """The mfma-gemm plan of a parameter set for operator A."""
+    A = np.asarray(A, dtype=np.float64)
+    m, k = A.shape
+    g = geometry_of(m, k, mwaves, nwaves, wm, wn, kstage, vec)
+    wm, nmb, nst = g['wm'], g['m_blocks'], g['stages']
+    BM, BK = g['block_m'], g['block_k']
+    pad = np.zeros((nmb*BM, nst*BK))
+    pad[:m, :k] = A
+    live = (pad != 0).reshape(nmb, BM, nst, BK).any(axis=(1, 3))
+    cnt = live.sum(axis=1)
+    slots = max(1, int(cnt.max()))
+    kidx = np.zeros((nmb, slots), dtype=np.int64)
+    for mb in range(nmb):
+        kidx[mb, :cnt[mb]] = np.flatnonzero(live[mb])
+    gg, t = lane_coords()
+    # pad[mb, wy, i, r, st, ks, c] -> [mb, st, wy, ks, i, lane]
+    T = pad.reshape(nmb, mwaves, wm, MFMA_M, nst, kstage, MFMA_K)
+    F = T[:, :, :, t, :, :, gg]              # [lane, mb, wy, i, st, ks]
+    F = F.transpose(1, 4, 2, 5, 3, 0)        # [mb, st, wy, ks, i, lane]
+    tab = np.zeros((nmb, slots) + F.shape[2:])
+    for mb in range(nmb):
+        tab[mb, :cnt[mb]] = F[mb, kidx[mb, :cnt[mb]]]
+    return MfmaGemmPlan(m, k, mwaves, nwaves, wm, wn, kstage, vec, nmb, nst,
+                        BM, g['block_n'], BK, g['b_stride'], slots, cnt, kidx,
+                        tab.reshape(-1))
+
+
+def model_product(P, B):
+    """A @ B the way the kernel computes it: per block, wavefront, live
+    stage and k-step, A fragments read from P.table and B fragments from
+    the staged tile at the kernel's offsets, one modelled MFMA at a time,
+    and C written through the accumulator layout.  For tests."""
+    B = np.asarray(B, dtype=np.float64)
+    n = B.shape[1]
+    gg, t = lane_coords()
+    nnb = -(-n // P.block_n)
+    Bp = np.zeros((P.stages*P.block_k, nnb*P.block_n))
+    Bp[:P.k, :n] = B
+    C = np.zeros((P.m_blocks*P.block_m, nnb*P.block_n))
+    for mb in range(P.m_blocks):
+        tab = P.table[mb*P.slots*P.slot_size:(mb + 1)*P.slots*P.slot_size]
+        for cb in range(nnb):
+            col0 = cb*P.block_n
+            for wy in range(P.mwaves):
+                for wx in range(P.nwaves):
+                    acc = np.zeros((P.wm, P.wn, WAVE, 4))
+                    for s in range(P.live_count[mb]):
+                        st = P.live_stages[mb, s]
+                        base = s*P.slot_size
+                        for ks in range(P.kstage):
+                            row = st*P.block_k + ks*MFMA_K + gg
+                            for nt in range(P.wn):
+                                bf = Bp[row, col0 + P.column(wx, nt)[t]]
+                                for i in range(P.wm):
+                                    o = base + P.a_offset(wy, ks, i)
+                                    acc[i, nt] = mfma_f64_16x16x4(
+                                        tab[o:o + WAVE], bf, acc[i, nt])
+                    for i in range(P.wm):
+                        r0 = mb*P.block_m + (wy*P.wm + i)*MFMA_M
+                        for nt in range(P.wn):
+                            cols = col0 + P.column(wx, nt)[t]
+                            for v in range(4):
+                                C[r0 + 4*v + gg, cols] = acc[i, nt, :, v]
+    return C[:P.m, :n]
+
+
+# -- what the generator needs ------------------------------------------------
+def launch_geometry(m, k, params):
+    """(block, shared bytes, width, cols_per_block, row_groups)."""
+    g = geometry_of(m, k, **params)
+    block = (WAVE, params['mwaves']*params['nwaves'], 1)
+    return block, g['lds_bytes'], 1, g['block_n'], g['m_blocks']

@@ -1,0 +1,238 @@
+<%inherit file="base.mako"/>
+## mfma-gemm: f64 on the matrix cores with 2-D block tiling (plan: see
+## gimmik/mfma_gemm.py).  Block blockIdx.x computes the BM x BN tile of C of
+## m-block blockIdx.x % nmb and column block blockIdx.x / nmb.  Per live
+## stage of its m-block: the stage's slice of the baked A table and BK x BN
+## of B sit in one of two LDS buffers; the next live stage is read from
+## global memory into registers before the MFMAs and written to the other
+## buffer after them, one barrier per stage.  Wavefront (wy, wx) keeps the
+## accumulators of its wm x wn 16x16 tiles; beta*C is added when C is
+## stored.  Only loads and stores are guarded (columns of B past n and rows
+## past k are staged as zeros); every MFMA runs on all 64 lanes.
+<%
+    P = plan
+    BM, BN, BK, S = P.block_m, P.block_n, P.block_k, P.b_stride
+    NMB, NSL, NST = P.m_blocks, P.slots, P.stages
+    WM, WN, KS = P.wm, P.wn, P.kstage
+    NT = P.nthreads
+    NA = -(-P.a_chunks // NT)
+    NB = -(-P.b_chunks // NT)
+    full = P.all_live
+    kpad = P.k_padded
+    V = P.vec
+    tab = f'{kname}_atab'
+
+    def upd(x, cval):
+        if beta == 0:
+            return x
+        if beta == 1:
+            return f'{x} + {cval}'
+        return f'{x} + {betalit}*{cval}'
+%>
+typedef double gimmik_v4d __attribute__((vector_size(32)));
+
+## The base prologue, asking for plan's waves per SIMD: clang-19 then keeps
+## the accumulators in VGPRs across the stage loop (without it they live in
+## AGPRs and are copied to VGPRs and back around the loop, twice the
+## registers).
+<%def name="prologue()">${capture(parent.prologue).replace(f'__launch_bounds__({nthreads})', f'__launch_bounds__({nthreads}) __attribute__((amdgpu_waves_per_eu({waves})))', 1)}</%def>
+
+// A in fragment order, [m-block][slot][wy][k-step][m-tile][lane]: lane
+// 16g + t of m-tile i feeds A[16*(m-tile) + t][${BK}*(stage) + 4*(k-step) + g]
+__constant__ __attribute__((aligned(16))) const double ${tab}[${P.table.size}] = {
+% for row in P.table.reshape(-1, 8):
+    ${', '.join(lit(x) for x in row)},
+% endfor
+};
+% if not full:
+
+// per m-block: its live stages (slot -> stage) and their count
+__constant__ const short ${kname}_kidx[${P.live_stages.size}] = {${', '.join(str(int(x)) for x in P.live_stages.reshape(-1))}};
+__constant__ const short ${kname}_cnt[${NMB}] = {${', '.join(str(int(x)) for x in P.live_count)}};
+% endif
+
+## Read chunk it of the stage with index `st` (its slot `sl`) into registers.
+<%def name="stage_load(sl, st)">\
+% for it in range(NA):
+<% idx = f'(tid + {it*NT})' %>\
+% if (it + 1)*NT > P.a_chunks:
+        pa${it} = ${idx} < ${P.a_chunks} ? *(const gimmik_v2*) (atab + ${sl}*${P.slot_size} + 2*${idx}) : gimmik_v2{0.0, 0.0};
+% else:
+        pa${it} = *(const gimmik_v2*) (atab + ${sl}*${P.slot_size} + 2*${idx});
+% endif
+% endfor
+% for it in range(NB):
+<% idx = f'(tid + {it*NT})' %>\
+        {
+            const int r = ${idx} / ${BN // 2}, cc = 2*(${idx} % ${BN // 2});
+            const int row = ${st}*${BK} + r, col = col0 + cc;
+<%
+    conds = []
+    if (it + 1)*NT > P.b_chunks:
+        conds.append(f'{idx} < {P.b_chunks}')
+    if kpad:
+        conds.append(f'row < {k}')
+    ok = ' && '.join(conds)
+%>\
+            pb${it} = gimmik_v2{0.0, 0.0};
+% if ok:
+            if (${ok})
+% endif
+            {
+                const ${dtype}* p = b + row*ldbl + col;
+% if V == 2:
+                if (col + 1 < n)
+                    pb${it} = *(const gimmik_v2*) p;
+                else if (col < n)
+                    pb${it}[0] = p[0];
+% else:
+                if (col < n)
+                    pb${it}[0] = p[0];
+                if (col + 1 < n)
+                    pb${it}[1] = p[1];
+% endif
+            }
+        }
+% endfor
+</%def>
+
+## Write the registers of stage_load into LDS buffer buf.
+<%def name="stage_store(buf)">\
+% for it in range(NA):
+% if (it + 1)*NT > P.a_chunks:
+        if (tid + ${it*NT} < ${P.a_chunks})
+% endif
+        *(gimmik_v2*) &ash[${buf}][2*(tid + ${it*NT})] = pa${it};
+% endfor
+% for it in range(NB):
+        {
+            const int idx = tid + ${it*NT};
+% if (it + 1)*NT > P.b_chunks:
+            if (idx < ${P.b_chunks})
+% endif
+            *(gimmik_v2*) &bsh[${buf}][idx / ${BN // 2}][2*(idx % ${BN // 2})] = pb${it};
+        }
+% endfor
+</%def>
+
+## The MFMAs of one stage from LDS buffer `buf` (an expression).
+<%def name="compute(buf)">\
+        {
+            const double* as = &ash[${buf}][wy*${KS*WM*64} + lane];
+            const double* bs = &bsh[${buf}][g][wx*${16*WN} + 2*t];
+% for ks in range(KS):
+            {
+% for i in range(WM):
+                const double a${i} = as[${(ks*WM + i)*64}];
+% endfor
+% for j in range(WN // 2):
+                const gimmik_v2 b${j} = *(const gimmik_v2*) (bs + ${4*ks*S + 32*j});
+% endfor
+% for i in range(WM):
+% for nt in range(WN):
+                acc${i}_${nt} = __builtin_amdgcn_mfma_f64_16x16x4f64(a${i}, b${nt // 2}[${nt % 2}], acc${i}_${nt}, 0, 0, 0);
+% endfor
+% endfor
+            }
+% endfor
+        }
+</%def>
+
+## C = acc + beta*C for this wavefront's tiles; rows past m and columns
+## past n untouched.
+<%def name="epilogue()">\
+% for i in range(WM):
+% for v in range(4):
+<% r = 16*i + 4*v %>\
+    if (row0 + ${r} < ${m})
+    {
+        ${dtype}* cr = c + (row0 + ${r})*ldcl;
+% for j in range(WN // 2):
+<%
+    x0, x1 = f'acc{i}_{2*j}[{v}]', f'acc{i}_{2*j + 1}[{v}]'
+%>\
+        {
+            const int col = ccol + ${32*j};
+            ${dtype}* p = cr + col;
+% if V == 2:
+            if (col + 1 < n)
+            {
+                const gimmik_v2 x = {${x0}, ${x1}};
+                __builtin_nontemporal_store(${upd('x', '(*(gimmik_v2*) p)')}, (gimmik_v2*) p);
+            }
+            else if (col < n)
+                __builtin_nontemporal_store(${upd(x0, 'p[0]')}, p);
+% else:
+            if (col < n)
+                __builtin_nontemporal_store(${upd(x0, 'p[0]')}, p);
+            if (col + 1 < n)
+                __builtin_nontemporal_store(${upd(x1, 'p[1]')}, p + 1);
+% endif
+        }
+% endfor
+    }
+% endfor
+% endfor
+</%def>
+
+${self.prologue()}\
+    __shared__ __attribute__((aligned(16))) double ash[2][${P.slot_size}];
+    __shared__ __attribute__((aligned(16))) double bsh[2][${BK}][${S}];
+    const int lane = threadIdx.x, g = lane >> 4, t = lane & 15;
+    const int wave = __builtin_amdgcn_readfirstlane(threadIdx.y);
+    const int wy = wave / ${P.nwaves}, wx = wave % ${P.nwaves};
+    const int tid = 64*wave + lane;
+    const int mb = blockIdx.x % ${NMB};
+    const int col0 = (blockIdx.x / ${NMB})*${BN};
+    const double* __restrict__ atab = ${tab} + mb*${NSL*P.slot_size};
+% if full:
+    const int nst = ${NST};
+% else:
+    const int nst = ${kname}_cnt[mb];
+    const short* __restrict__ kidx = ${kname}_kidx + mb*${NSL};
+% endif
+    const gimmik_v4d zero4 = {0.0, 0.0, 0.0, 0.0};
+% for i in range(WM):
+    gimmik_v4d ${', '.join(f'acc{i}_{nt} = zero4' for nt in range(WN))};
+% endfor
+    gimmik_v2 ${', '.join([f'pa{x}' for x in range(NA)] + [f'pb{x}' for x in range(NB)])};
+
+    // live stage 0 into LDS buffer 0
+% if full:
+${stage_load('0', '0')}\
+% else:
+    {
+        const int st = kidx[0];
+${stage_load('0', 'st')}\
+    }
+% endif
+${stage_store(0)}\
+    __syncthreads();
+
+#pragma unroll 1
+    for (int s = 0; s < nst; ++s)
+    {
+        const int buf = s & 1;
+        if (s + 1 < nst)
+        {
+% if full:
+            const int st = s + 1;
+% else:
+            const int st = kidx[s + 1];
+% endif
+${stage_load('(s + 1)', 'st')}\
+        }
+${compute('buf')}\
+        if (s + 1 < nst)
+        {
+${stage_store('buf ^ 1')}\
+        }
+        __syncthreads();
+    }
+
+    // this lane's rows of C: row0 + 16i + 4v for element v of acc<i>_<nt>;
+    // its columns ccol + 32j (n-tile 2j) and ccol + 32j + 1 (n-tile 2j + 1)
+    const int row0 = mb*${BM} + wy*${16*WM} + g;
+    const int ccol = col0 + wx*${16*WN} + 2*t;
+${epilogue()}\
+}
