@@ -113,6 +113,10 @@ def test_zero_slabs_are_skipped():
     assert P.live_count.tolist() == [3, 5] and P.slots == 5
     assert P.live_stages[0, :3].tolist() == [0, 3, 4]
     assert not P.all_live
+    A[32:] = 0                            # m-block 1: nothing to do
+    P = mg.plan(A, mwaves=2, nwaves=1, wm=1, wn=2, kstage=2)
+    assert P.live_count.tolist() == [3, 0]
+    assert not mg.model_product(P, np.ones((40, 5)))[32:].any()
 
 
 def test_geometry_spreads_mtiles():
@@ -220,9 +224,12 @@ def _offered(A, beta, aligne, **sizes):
 
 
 def test_random_big(rng):
-    # m > 128 with a zero slab and k not a multiple of the stage
+    # m > 128 with a zero slab, zero rows from 128 on (an m-block of 64 or
+    # 128 rows with no live stage: C = beta*C there) and k not a multiple
+    # of the stage
     A = random_operator(rng, 150, 37, 0.9)
     A[:64, 8:16] = 0
+    A[128:] = 0
     assert _sweep(rng, A, _offered, 2, HALF1) >= 3
 
 
