@@ -82,7 +82,8 @@ FIELDS = ['op', 'etype', 'order', 'mat', 'm', 'k', 'nnz', 'density', 'nuq',
           'all_best', 'all_best_time_s', 'walk_over_all', 'up_walk_pick',
           'up_walk_time_s', 'ours_over_up', 'ours_compile_s',
           'up_compile_s', 'ncand', 'nwalk', 'up_nwalk', 'walk_seen',
-          'nfail', 'device']
+          'ord_walk_pick', 'ord_walk_over_all', 'ord_over_up', 'nfail',
+          'device']
 CAND_FIELDS = ['op', 'n', 'kind', 'rank', 'variant', 'time_s', 'walk_seen',
                'registers', 'local_mem', 'shared_mem', 'compile_s', 'error',
                'status']
@@ -599,6 +600,18 @@ def run_one(dev, name, A, t, n, ncand, futs, upfut, all_cands, pool, cc,
             mm.kernels(np.float64, kname=kname, compute_capability=cc),
             ours.time_candidate)
         seen_keys = [served.by_variant[v]['key'] for v, _ in walk['seen']]
+        # the walk over gimmik.order's order, from the same measurements
+        # (every candidate is timed at these n only)
+        ord_walk = None
+        if all_cands:
+            from gimmik.order import order_candidates
+            omm = _ours_mm(A, beta, n)
+            served.ours(omm, omm.render)
+            cands = order_candidates(
+                omm.info, omm.candidates(np.float64, compute_capability=cc),
+                'cuda', beta=beta)
+            ord_walk = replay_walk(omm._walk(cands, np.float64, kname),
+                                   ours.time_candidate)
 
         up = Timed(dev, panels, kname)
         up_results = upfut.result()
@@ -632,7 +645,9 @@ def run_one(dev, name, A, t, n, ncand, futs, upfut, all_cands, pool, cc,
         wr = served.by_variant.get(wv) if wv else None
         ur = up.items[up_keys[up_walk['pick']]] if uv else None
         # the picks timed again together
-        again = [x for x in (wr, best, ur) if x is not None and
+        ov = walk_pick(ord_walk)[0] if ord_walk else None
+        orr = served.by_variant.get(ov) if ov else None
+        again = [x for x in (wr, best, ur, orr) if x is not None and
                  math.isfinite(x.get('time_s', math.inf))]
         uniq = list({id(x): x for x in again}.values())
         p = panels
@@ -643,6 +658,7 @@ def run_one(dev, name, A, t, n, ncand, futs, upfut, all_cands, pool, cc,
         wt2 = retimed.get(id(wr)) if wr is not None else None
         bt2 = retimed.get(id(best)) if best is not None else None
         ut2 = retimed.get(id(ur)) if ur is not None else None
+        ot2 = retimed.get(id(orr)) if orr is not None else None
         row.update(
             walk_pick=wv or '', walk_time_s=fmt(wt2),
             all_best=best['meta']['variant'] if best else '',
@@ -657,6 +673,9 @@ def run_one(dev, name, A, t, n, ncand, futs, upfut, all_cands, pool, cc,
             if up_keys else '',
             nwalk=len(walk['seen']), up_nwalk=len(up_walk['seen']),
             walk_seen=' '.join(v for v, _ in walk['seen']),
+            ord_walk_pick=ov or '',
+            ord_walk_over_all=fmt(ot2 / bt2, '.4f') if ot2 and bt2 else '',
+            ord_over_up=fmt(ot2 / ut2, '.4f') if ot2 and ut2 else '',
             nfail=ours.fail + up.fail)
         return row
     finally:
@@ -693,6 +712,17 @@ def summarise(path):
     for r in sorted(miss, key=lambda r: -float(r['walk_over_all'])):
         print(f'  {r["op"]:13s} n={r["n"]:>8s} {r["walk_over_all"]} walk '
               f'{r["walk_pick"]} best {r["all_best"]}')
+    owa = [r for r in rows if r.get('ord_walk_over_all')]
+    if owa:
+        om = [r for r in owa if float(r['ord_walk_over_all']) > 1.03]
+        print(f'with gimmik.order: ord_walk_over_all > 1.03 on {len(om)} of '
+              f'{len(owa)}, geomean '
+              f'{geomean(r["ord_walk_over_all"] for r in owa):.4f} '
+              f'(table order: '
+              f'{geomean(r["walk_over_all"] for r in owa if r["walk_over_all"]):.4f})')
+        for r in sorted(om, key=lambda r: -float(r['ord_walk_over_all'])):
+            print(f'  {r["op"]:13s} n={r["n"]:>8s} {r["ord_walk_over_all"]} '
+                  f'walk {r["ord_walk_pick"]} best {r["all_best"]}')
     sent = [r for r in rows if r['pyfr_sends'] == 'True' and
             r['ours_over_up']]
     for n in sorted({int(r['n']) for r in sent}):

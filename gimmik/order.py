@@ -1,0 +1,149 @@
+"""The order candidates are offered in, from properties of A alone.
+
+PyFR times only the first 8 candidates of kernels() and keeps a later one
+only when it is more than 5 % faster than the pick so far, so the order
+decides what a PyFR run gets: the likely best must come first, the other
+families' best guesses soon after (the 1.5x family pruning then drops the
+slow families and frees their slots).
+
+order_candidates(info, cands, platform, beta) sorts a platform's table
+output (a stable sort: candidates no rule names keep their table order,
+after the named ones).  The regime of A is decided from its shape, its
+density and beta (whether C is read):
+
+- dense (the tensor-core families are offered): mma-gemm first, its tile
+  shapes in the order measured best most often (for beta != 0 the k-staged
+  m16n8k4 and m8n8k4 tiles, which overlap the read of C best, first);
+- sparse with many rows (m > 64): the row-blocked cstream-mblock, its row
+  groups ordered around a predicted count (more groups where rows carry few
+  non-zeros and C is read), the sparse mma-gemm tile first where it is
+  offered (it wins on the prism operators by up to 2x);
+- few rows (m <= 64), wide (k > m): the k-split cstream (the columns of A
+  split over the warps of a block) first;
+- few rows, tall with m >= 2k: the m-split bstream (2-4 row groups, two
+  columns a thread) first, else the plain cstream one column a thread.
+
+Derived from bench/results/cuda-h100-candidates.csv with
+bench/order_analysis.py (which prints the walk before and after).
+"""
+
+import math
+
+from gimmik.analysis import DENSE_DENSITY
+
+# Rows beyond which the row-blocked families are offered (cuda 'bigm')
+BIG_M = 64
+
+# Tall operators (m >= 2k) at least this dense offer the m-split bstream
+# first: a B value loaded once feeds many rows
+MSPLIT_DENSITY = 0.4
+
+# Columns of A each k-group of cstream-ksplit should get at least
+KSPLIT_MIN_COLS = 4
+
+# Dense operators with fewer columns than this and beta != 0 offer the
+# m-split bstream before the tensor cores
+SMALL_K = 32
+
+
+def _match(cand, family, **params):
+    if cand.family != family:
+        return False
+    return all(cand.params.get(k) == v for k, v in params.items())
+
+
+def _prefs_gemm(beta):
+    """mma-gemm rows (and the dense fall-backs) in order of preference."""
+    g = 'mma-gemm'
+    k8 = dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
+              nbuf=3)
+    k4s2 = dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
+                nbuf=3)
+    m8 = dict(shape='m8n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
+              nbuf=3)
+    k8s2 = dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=2, wn=4, kstage=2,
+                nbuf=2)
+    k8n4 = dict(shape='m16n8k8', mwarps=2, nwarps=4, wm=2, wn=4, kstage=1,
+                nbuf=3)
+    if beta:
+        order = [k4s2, m8, k8s2, k8, k8n4, dict(k8, tiles=4)]
+    else:
+        order = [k8, dict(k8, tiles=4), k4s2, m8, k8s2, k8n4]
+    return [(g, dict(p, tiles=p.get('tiles'))) for p in order]
+
+
+def _mblock_groups(info, beta):
+    """Predicted best row-group count of cstream-mblock: about 16 rows a
+    group, 8 for rows of few non-zeros read with C, at least 8 groups."""
+    per_row = info.nnz / max(1, info.m - len(info.zero_rows))
+    rows = 24 if not beta else (4 if per_row < 8 else 8)
+    g = max(8, info.m / rows)
+    return 2**round(math.log2(g))
+
+
+def _prefs_mblock(info, beta, cands):
+    """cstream-mblock candidates sorted by distance of their group count
+    from the predicted one (one column a thread first)."""
+    g0 = _mblock_groups(info, beta)
+    mb = [c for c in cands if c.family == 'cstream-mblock']
+    mb.sort(key=lambda c: (abs(math.log2(c.params['groups'] / g0)),
+                           c.params.get('width', 1), c.params['groups']))
+    return [(c.family, dict(c.params)) for c in mb]
+
+
+def _prefs(info, cands, beta):
+    m, k = info.m, info.k
+    families = {c.family for c in cands}
+    dense = 'mma-gemm' in families and info.density >= DENSE_DENSITY
+    if dense and beta and m >= 2*k and k < SMALL_K and \
+            'bstream-msplit' in families:
+        # few columns and C read: the m-split bstream loads each B value
+        # once for all rows
+        return [('bstream-msplit', dict(width=1, msplit=8, bsz=32))] + \
+            _prefs_gemm(beta)
+    if dense:
+        return _prefs_gemm(beta)
+    stream_w1 = ('cstream', dict(width=1, ld='nc'))
+    stream_w2 = ('cstream', dict(width=2, ld='nc'))
+    ks2 = ('cstream-ksplit', dict(ksplit=2))
+    ks4 = ('cstream-ksplit', dict(ksplit=4))
+    if m > BIG_M and 'cstream-mblock' in families:
+        mb = _prefs_mblock(info, beta, cands)
+        if 'mma-gemm' in families:   # the sparse tensor-core rows
+            gs = [('mma-gemm', dict(shape='m16n8k8', mwarps=2, nwarps=4,
+                                    wm=2, wn=4)),
+                  ('mma-gemm', dict(shape='m16n8k8', mwarps=2, nwarps=2,
+                                    wm=4, wn=4))]
+            return gs[:1] + mb[:5] + gs[1:] + mb[5:] + [stream_w1]
+        if k <= BIG_M and not beta:   # few rows of B: one group does
+            return [stream_w1] + mb + [stream_w2]
+        return mb + [stream_w1, stream_w2]
+    ms = [('bstream-msplit', dict(width=2, msplit=2)),
+          ('bstream-msplit', dict(width=2, msplit=4)),
+          ('bstream-msplit', dict(width=1, msplit=8, bsz=32))]
+    if beta:     # C read too: the deeper split first
+        ms = ms[::-1]
+    if k > m:    # four k-groups only where each gets a few columns
+        ks = [ks4, ks2] if k >= 4*KSPLIT_MIN_COLS else [ks2, ks4]
+        return ks + [stream_w1, stream_w2] + ms
+    if m >= 2*k and info.density >= MSPLIT_DENSITY:
+        return ms + [stream_w1, stream_w2, ks2]
+    return [stream_w1, stream_w2, ms[1], ks2, ms[2], ks4]
+
+
+def order_candidates(info, cands, platform, beta=0.0):
+    """`cands` (a platform table's output for the operator `info`
+    describes) in the order to offer them.  Only the 'cuda' platform has
+    rules; others keep the table order."""
+    cands = list(cands)
+    if platform != 'cuda':
+        return cands
+    prefs = _prefs(info, cands, beta)
+
+    def rank(item):
+        i, c = item
+        for r, (family, params) in enumerate(prefs):
+            if _match(c, family, **params):
+                return (r, i)
+        return (len(prefs), i)
+    return [c for _, c in sorted(enumerate(cands), key=rank)]
