@@ -8,23 +8,30 @@ slow families and frees their slots).
 
 order_candidates(info, cands, platform, beta) sorts a platform's table
 output (a stable sort: candidates no rule names keep their table order,
-after the named ones).  The regime of A is decided from its shape, its
-density and beta (whether C is read):
+after the named ones).  The regime of A is decided from its shape (m, k),
+its density, the non-zeros per row and beta (whether C is read):
 
-- dense (the tensor-core families are offered): mma-gemm first, its tile
-  shapes in the order measured best most often (for beta != 0 the k-staged
-  m16n8k4 and m8n8k4 tiles, which overlap the read of C best, first);
-- sparse with many rows (m > 64): the row-blocked cstream-mblock, its row
-  groups ordered around a predicted count (more groups where rows carry few
-  non-zeros and C is read), the sparse mma-gemm tile first where it is
-  offered (it wins on the prism operators by up to 2x);
-- few rows (m <= 64), wide (k > m): the k-split cstream (the columns of A
-  split over the warps of a block) first;
-- few rows, tall with m >= 2k: the m-split bstream (2-4 row groups, two
-  columns a thread) first, else the plain cstream one column a thread.
+- dense (density >= 0.5 and mma-gemm offered): mma-gemm first, its tiles
+  in the order measured best most often (for beta != 0 the k-staged
+  m16n8k4 and m8n8k4 tiles first); with beta != 0, k < 32 and m >= 2k the
+  m-split bstream (8 row groups) before them;
+- many rows (m > 64, cstream-mblock offered): cstream-mblock, its group
+  counts sorted by distance from a predicted count (m/24 rows for beta =
+  0; m/4 for beta != 0 with < 8 non-zeros a row, else m/8; at least 8),
+  after the plain cstream where k <= 64 and beta = 0, and with the sparse
+  mma-gemm tile (4 n-warps) first where it is offered;
+- few rows, wide (k > m): cstream-ksplit first (4 k-groups first where
+  each gets at least 4 columns of A), then cstream;
+- few rows, tall (m >= 2k) and density >= 0.4: bstream-msplit first
+  (2, 4, then 8 row groups; deepest first when beta != 0);
+- otherwise the plain cstream (one, then two columns a thread) first.
 
-Derived from bench/results/cuda-h100-candidates.csv with
-bench/order_analysis.py (which prints the walk before and after).
+The rules follow the H100 times of every candidate at 512 MiB panels
+(bench/results/cuda-h100-candidates.csv): replaying PyFR's walk on them
+(bench/order_analysis.py) the pick is within 3 % of the best candidate on
+all 180 PyFR operators with this order (36 misses, worst 1.95x, with the
+table order).  They are to be checked at PyFR's panel sizes
+(bench/pyfr_walk.py reports both orders).
 """
 
 import math
@@ -73,8 +80,9 @@ def _prefs_gemm(beta):
 
 
 def _mblock_groups(info, beta):
-    """Predicted best row-group count of cstream-mblock: about 16 rows a
-    group, 8 for rows of few non-zeros read with C, at least 8 groups."""
+    """Predicted best row-group count of cstream-mblock (a power of two,
+    at least 8): 24 rows a group for beta = 0; with C read, 4 rows a group
+    where rows have fewer than 8 non-zeros, else 8."""
     per_row = info.nnz / max(1, info.m - len(info.zero_rows))
     rows = 24 if not beta else (4 if per_row < 8 else 8)
     g = max(8, info.m / rows)
