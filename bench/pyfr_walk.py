@@ -285,8 +285,8 @@ class Device:
         return fn, attrs
 
     def launch(self, fn, meta, b, c):
-        fn(tuple(meta['grid']), tuple(meta['block']), (b, c),
-           stream=self.stream)
+        fn(tuple(meta['grid']), tuple(meta['block']), (b, c), 0,
+           self.stream)
 
     def time_pyfr(self, fn, meta, b, c):
         """PyFR's _benchmark: events around nbench launches after the
