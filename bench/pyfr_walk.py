@@ -74,8 +74,10 @@ ALL_N_DEFAULT = (110080,)
 # candidates of ours rendered and compiled ahead for a walk-only n (the
 # walk sees 8; pruning may skip some)
 WALK_AHEAD = 10
-# candidates per pool task
+# candidates per pool task (1 for operators with more non-zeros than
+# CHUNK_MAX_NNZ: their unrolled kernels take many seconds each)
 CHUNK = 4
+CHUNK_MAX_NNZ = 512
 
 FIELDS = ['op', 'etype', 'order', 'mat', 'm', 'k', 'nnz', 'density', 'nuq',
           'pyfr_sends', 'beta', 'neles', 'n', 'walk_pick', 'walk_time_s',
@@ -461,6 +463,9 @@ class Served:
             r = self.by_variant.get(cand.variant)
             if r is None:
                 r = self.extra(lambda: orig_render(cand, dtype, kname))
+                if 'key' not in r:
+                    raise RuntimeError(f'render of {cand.variant} failed: '
+                                       f'{r["error"]}')
                 self.by_variant[cand.variant] = r
             return r['key'], r['meta']
         mm.render = render
@@ -526,9 +531,11 @@ def main(argv=None):
         mm = _ours_mm(A, beta, n)
         ncand = len(mm.candidates(np.float64, compute_capability=cc))
         upto = ncand if t in all_n else min(ncand, WALK_AHEAD)
+        # one candidate a task where they are slow to compile
+        chunk = CHUNK if np.count_nonzero(A) <= CHUNK_MAX_NNZ else 1
         futs = [pool.submit(_task_ours, A, beta, n, cc,
-                            list(range(i, min(i + CHUNK, upto))))
-                for i in range(0, upto, CHUNK)]
+                            list(range(i, min(i + chunk, upto))))
+                for i in range(0, upto, chunk)]
         up = pool.submit(_task_up, up_path, A, beta, n, cc)
         return n, ncand, futs, up
 
@@ -549,8 +556,14 @@ def main(argv=None):
             break
         fill(i + 1 + args.ahead)
         n, ncand, futs, upfut = queued.pop((name, t))
-        row = run_one(dev, name, ops[name], t, n, ncand, futs, upfut,
-                      t in all_n, pool, cc, args, cand_out)
+        try:
+            row = run_one(dev, name, ops[name], t, n, ncand, futs, upfut,
+                          t in all_n, pool, cc, args, cand_out)
+        except Exception as e:     # recorded; the run goes on
+            msg = f'{type(e).__name__}: {e}'[:300].replace('\n', ' ')
+            print(f'{name} n={n}: FAILED {msg}', flush=True)
+            row = {'op': name, 'n': n, 'ncand': ncand, 'nfail': -1,
+                   'walk_seen': f'ERROR {msg}', 'device': dev.name}
         append(out, FIELDS, [row])
         stats.append(row)
         print(f'{name:13s} n={n:<8d} walk {row["walk_pick"]} '
