@@ -489,7 +489,7 @@ def main(argv=None):
     ap.add_argument('--all-n', type=int, nargs='*',
                     default=list(ALL_N_DEFAULT),
                     help='n targets at which every candidate is timed')
-    ap.add_argument('--budget', type=float, default=420,
+    ap.add_argument('--budget', type=float, default=390,
                     help='start no new operator after this many seconds')
     ap.add_argument('--jobs', type=int, default=max(1, (os.cpu_count() or 2)
                                                      - 1))
