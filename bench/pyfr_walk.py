@@ -622,7 +622,7 @@ def run_one(dev, name, A, t, n, ncand, futs, upfut, all_cands, pool, cc,
             served.ours(omm, omm.render)
             cands = order_candidates(
                 omm.info, omm.candidates(np.float64, compute_capability=cc),
-                'cuda', beta=beta)
+                'cuda', beta=beta, n=n)
             ord_walk = replay_walk(omm._walk(cands, np.float64, kname),
                                    ours.time_candidate)
 

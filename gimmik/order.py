@@ -6,10 +6,12 @@ decides what a PyFR run gets: the likely best must come first, the other
 families' best guesses soon after (the 1.5x family pruning then drops the
 slow families and frees their slots).
 
-order_candidates(info, cands, platform, beta) sorts a platform's table
+order_candidates(info, cands, platform, beta, n) sorts a platform's table
 output (a stable sort: candidates no rule names keep their table order,
 after the named ones).  The regime of A is decided from its shape (m, k),
-its density, the non-zeros per row and beta (whether C is read):
+its density, the non-zeros per row and beta (whether C is read); n is the
+panel width when the generator bakes it (PyFR always passes it), None
+otherwise:
 
 - dense (density >= 0.5 and mma-gemm offered): mma-gemm first, its tiles
   in the order measured best most often (for beta != 0 the k-staged
@@ -26,12 +28,25 @@ its density, the non-zeros per row and beta (whether C is read):
   (2, 4, then 8 row groups; deepest first when beta != 0);
 - otherwise the plain cstream (one, then two columns a thread) first.
 
-The rules follow the H100 times of every candidate at 512 MiB panels
-(bench/results/cuda-h100-candidates.csv): replaying PyFR's walk on them
-(bench/order_analysis.py) the pick is within 3 % of the best candidate on
-all 180 PyFR operators with this order (36 misses, worst 1.95x, with the
-table order).  They are to be checked at PyFR's panel sizes
-(bench/pyfr_walk.py reports both orders).
+With n baked (the kernel PyFR gets, timed at its panel sizes) three rules
+change, all of them towards the simpler streaming kernels:
+
+- dense with fewer than FEW_FLOPS = 24 non-zeros per value moved (nnz /
+  (m + rows of B used)): the streaming family's guess first (m <= 64: the
+  m-split bstream with 4 row groups, then 2 groups two columns a thread;
+  m > 64: cstream-mblock with 8 groups), the mma-gemm tiles after it (a
+  tile then needs to be 5 % faster to be kept);
+- many rows: the predicted cstream-mblock group count is m/32 whatever
+  beta (at PyFR's panel, 8 to 16 groups are within 1 % of the best count
+  on the operators that read C, where 512 MiB panels want m/4 to m/8);
+- wide and sparser than 0.4: cstream then bstream (one column a thread)
+  before the k-split.
+
+The rules follow the H100 times of every candidate: at 512 MiB panels, n
+not baked (bench/results/cuda-h100-candidates.csv), and at PyFR's panel
+for a 22k-element hex mesh, n = 110080 baked
+(bench/results/pyfr-walk-h100-candidates.csv).  bench/order_analysis.py
+replays PyFR's walk on both (bench/results/order-replay.{csv,log}).
 """
 
 import math
@@ -51,6 +66,21 @@ KSPLIT_MIN_COLS = 4
 # Dense operators with fewer columns than this and beta != 0 offer the
 # m-split bstream before the tensor cores
 SMALL_K = 32
+
+
+# With n baked (PyFR's panels): dense operators with fewer multiply-adds
+# than this per value of B read and C written offer the streaming families
+# before the tensor cores
+FEW_FLOPS = 24
+
+# With n baked: the predicted cstream-mblock group count is m / this,
+# whatever beta
+BAKED_MBLOCK_ROWS = 32
+
+# With n baked: wide (k > m) operators sparser than MSPLIT_DENSITY offer
+# these first (one column a thread, C then B streamed)
+BAKED_WIDE_FIRST = (('cstream', dict(width=1, ld='nc')),
+                    ('bstream', dict(width=1)))
 
 
 def _match(cand, family, **params):
@@ -79,27 +109,29 @@ def _prefs_gemm(beta):
     return [(g, dict(p, tiles=p.get('tiles'))) for p in order]
 
 
-def _mblock_groups(info, beta):
+def _mblock_groups(info, beta, n=None):
     """Predicted best row-group count of cstream-mblock (a power of two,
     at least 8): 24 rows a group for beta = 0; with C read, 4 rows a group
     where rows have fewer than 8 non-zeros, else 8."""
     per_row = info.nnz / max(1, info.m - len(info.zero_rows))
     rows = 24 if not beta else (4 if per_row < 8 else 8)
+    if n is not None and BAKED_MBLOCK_ROWS:
+        rows = BAKED_MBLOCK_ROWS
     g = max(8, info.m / rows)
     return 2**round(math.log2(g))
 
 
-def _prefs_mblock(info, beta, cands):
+def _prefs_mblock(info, beta, cands, n=None):
     """cstream-mblock candidates sorted by distance of their group count
     from the predicted one (one column a thread first)."""
-    g0 = _mblock_groups(info, beta)
+    g0 = _mblock_groups(info, beta, n)
     mb = [c for c in cands if c.family == 'cstream-mblock']
     mb.sort(key=lambda c: (abs(math.log2(c.params['groups'] / g0)),
                            c.params.get('width', 1), c.params['groups']))
     return [(c.family, dict(c.params)) for c in mb]
 
 
-def _prefs(info, cands, beta):
+def _prefs(info, cands, beta, n=None):
     m, k = info.m, info.k
     families = {c.family for c in cands}
     dense = 'mma-gemm' in families and info.density >= DENSE_DENSITY
@@ -110,13 +142,35 @@ def _prefs(info, cands, beta):
         return [('bstream-msplit', dict(width=1, msplit=8, bsz=32))] + \
             _prefs_gemm(beta)
     if dense:
+        if n is not None and _few_flops(info):
+            # baked n (PyFR's panels) and little work per loaded value:
+            # the streaming families first, the tensor cores after them
+            if m > BIG_M:
+                sp = [('cstream-mblock', dict(groups=8, width=1)),
+                      ('bstream-msplit', dict(width=1, msplit=4, bsz=16))]
+            else:
+                sp = [('bstream-msplit', dict(width=1, msplit=4, bsz=16)),
+                      ('bstream-msplit', dict(width=2, msplit=2, bsz=16))]
+            return sp + _prefs_gemm(beta)
         return _prefs_gemm(beta)
+    return _prefs_stream(info, cands, beta, n)
+
+
+def _few_flops(info):
+    """Whether A has fewer than FEW_FLOPS non-zeros per row of B used
+    plus row of C written (the multiply-adds per value moved)."""
+    return info.nnz / (info.m + len(info.bix)) < FEW_FLOPS
+
+
+def _prefs_stream(info, cands, beta, n=None):
+    m, k = info.m, info.k
+    families = {c.family for c in cands}
     stream_w1 = ('cstream', dict(width=1, ld='nc'))
     stream_w2 = ('cstream', dict(width=2, ld='nc'))
     ks2 = ('cstream-ksplit', dict(ksplit=2))
     ks4 = ('cstream-ksplit', dict(ksplit=4))
     if m > BIG_M and 'cstream-mblock' in families:
-        mb = _prefs_mblock(info, beta, cands)
+        mb = _prefs_mblock(info, beta, cands, n)
         if 'mma-gemm' in families:   # the sparse tensor-core rows
             gs = [('mma-gemm', dict(shape='m16n8k8', mwarps=2, nwarps=4,
                                     wm=2, wn=4)),
@@ -133,20 +187,24 @@ def _prefs(info, cands, beta):
         ms = ms[::-1]
     if k > m:    # four k-groups only where each gets a few columns
         ks = [ks4, ks2] if k >= 4*KSPLIT_MIN_COLS else [ks2, ks4]
+        if n is not None and info.density < MSPLIT_DENSITY:
+            # baked n, sparse: the plain streams before the k-split
+            return list(BAKED_WIDE_FIRST) + ks + [stream_w1, stream_w2] + ms
         return ks + [stream_w1, stream_w2] + ms
     if m >= 2*k and info.density >= MSPLIT_DENSITY:
         return ms + [stream_w1, stream_w2, ks2]
     return [stream_w1, stream_w2, ms[1], ks2, ms[2], ks4]
 
 
-def order_candidates(info, cands, platform, beta=0.0):
+def order_candidates(info, cands, platform, beta=0.0, n=None):
     """`cands` (a platform table's output for the operator `info`
-    describes) in the order to offer them.  Only the 'cuda' platform has
-    rules; others keep the table order."""
+    describes) in the order to offer them; n: the panel width where the
+    generator bakes it (the generator's own n), else None.  Only the
+    'cuda' platform has rules; others keep the table order."""
     cands = list(cands)
     if platform != 'cuda':
         return cands
-    prefs = _prefs(info, cands, beta)
+    prefs = _prefs(info, cands, beta, n)
 
     def rank(item):
         i, c = item
