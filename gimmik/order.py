@@ -42,7 +42,12 @@ change, all of them towards the simpler streaming kernels:
 - wide and sparser than 0.4: cstream then bstream (one column a thread)
   before the k-split.
 
-The rules follow the H100 times of every candidate: at 512 MiB panels, n
+HIP (_prefs_hip): the operators mfma-dense takes keep the table order;
+the others get the regime's lead family from the CUDA evidence of the
+families both share, ordered within by the waves per SIMD the gfx90a ISA
+gives them (its docstring has the numbers).
+
+The CUDA rules follow the H100 times of every candidate: at 512 MiB panels, n
 not baked (bench/results/cuda-h100-candidates.csv), and at PyFR's panel
 for a 22k-element hex mesh, n = 110080 baked
 (bench/results/pyfr-walk-h100-candidates.csv).  bench/order_analysis.py
@@ -196,15 +201,48 @@ def _prefs_stream(info, cands, beta, n=None):
     return [stream_w1, stream_w2, ms[1], ks2, ms[2], ks4]
 
 
+def _prefs_hip(info, cands):
+    """HIP: operators the tensor cores take (mfma-dense offered) keep the
+    table order; for the others the streaming candidates of the most
+    waves per SIMD come first.  gfx90a ISA (clang-19, gimmik isa, n
+    baked): cstream and bstream one column a thread run 5-8 waves a SIMD
+    in about 400-600 instructions, the m-split bstream with 4 row groups
+    and plain loads 3-4 waves, the LDS-heavy ones (two columns a thread,
+    16-row stages, non-temporal loads) 1-2 waves in 1.3-6.5k
+    instructions.  Which family leads follows the H100 evidence of the
+    families both platforms share (the CUDA rules for n baked): tall and
+    dense the m-split bstream, wide and dense the k-split, else the plain
+    streams."""
+    m, k = info.m, info.k
+    if any(c.family == 'mfma-dense' for c in cands):
+        return []
+    cs1, bs1 = ('cstream', dict(width=1)), ('bstream', dict(width=1))
+    ks2, ks4 = ('cstream-ksplit', dict(ksplit=2)), \
+        ('cstream-ksplit', dict(ksplit=4))
+    ms4 = ('bstream-msplit', dict(width=1, msplit=4, ntload=False))
+    ms2 = ('bstream-msplit', dict(width=1, msplit=2, ntload=True))
+    dense = info.density >= MSPLIT_DENSITY
+    if k > m:
+        ks = [ks4, ks2] if k >= 4*KSPLIT_MIN_COLS else [ks2, ks4]
+        return ks + [cs1, bs1, ms4] if dense else [cs1, bs1] + ks + [ms4]
+    if m >= 2*k and dense:
+        return [ms4, ms2, cs1, bs1, ks2]
+    return [cs1, bs1, ks2, ms4]
+
+
 def order_candidates(info, cands, platform, beta=0.0, n=None):
     """`cands` (a platform table's output for the operator `info`
     describes) in the order to offer them; n: the panel width where the
-    generator bakes it (the generator's own n), else None.  Only the
-    'cuda' platform has rules; others keep the table order."""
+    generator bakes it (the generator's own n), else None.  The 'cuda'
+    and 'hip' platforms have rules (HIP's do not use n or beta); others
+    keep the table order."""
     cands = list(cands)
-    if platform != 'cuda':
+    if platform == 'cuda':
+        prefs = _prefs(info, cands, beta, n)
+    elif platform == 'hip':
+        prefs = _prefs_hip(info, cands)
+    else:
         return cands
-    prefs = _prefs(info, cands, beta, n)
 
     def rank(item):
         i, c = item
