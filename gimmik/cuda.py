@@ -13,6 +13,7 @@ import numpy as np
 
 from gimmik.analysis import DENSE_DENSITY
 from gimmik.base import MatMul
+from gimmik.order import order_candidates
 # the names the CUDA families and the tests have imported from here
 from gimmik.families.cstream_mblock import mblock_groups  # noqa: F401
 from gimmik.fragments.mma import (  # noqa: F401
@@ -169,9 +170,11 @@ class CUDAMatMul(MatMul):
         return STREAM_BLOCK
 
     def _candidates(self, dtype, compute_capability):
-        return self._from_table(
+        out = self._from_table(
             CANDIDATES, _gates(self, dtype, compute_capability), dtype,
             {'compute_capability': compute_capability})
+        return order_candidates(self.info, out, 'cuda', beta=self.beta,
+                                n=self.n)
 
     def _fits(self, cand, dtype):
         kern = self.kernel(cand, dtype)

@@ -10,6 +10,7 @@ from gimmik.analysis import DENSE_DENSITY
 from gimmik.base import MAX_SHARED, MatMul
 from gimmik.families.mfma_dense import MfmaDense
 from gimmik.fragments import mfma_gemm
+from gimmik.order import order_candidates
 
 # gfx arch names (with optional feature suffixes such as :sramecc+:xnack-)
 _ARCH = re.compile(r'gfx[0-9a-f]{3,4}(:[a-z0-9_-]+[+-])*\Z')
@@ -159,7 +160,8 @@ class HIPMatMul(MatMul):
         if not any(f for f, e in zip(fits, est) if e is not None):
             least = min((e, i) for i, e in enumerate(est) if e is not None)
             fits[least[1]] = True
-        return [c for c, f in zip(out, fits) if f]
+        return order_candidates(self.info, [c for c, f in zip(out, fits) if f],
+                                'hip', beta=self.beta, n=self.n)
 
     def _fits(self, cand, dtype):
         g = self.kernel(cand, dtype).geometry()
