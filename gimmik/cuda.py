@@ -35,6 +35,13 @@ MAX_EST_REGISTERS_DEFAULT = 160
 # estimates are rough; ptxas takes what it needs below the cap).
 MIN_REGISTER_CAP = 168
 
+# A candidate whose register estimate is at most this many gets no minimum
+# of blocks per SM in its launch bounds: ptxas then keeps its registers low
+# (on the H100 at PyFR's panels, ptxas given 3 blocks of 128 threads per SM
+# hoisted loads into 118 registers where 48 do; bench/results/
+# pyfr-walk-analysis.md).
+FREE_REGISTER_ESTIMATE = 64
+
 # Registers of one SM: a block of t threads may use 64K/t per thread at most.
 SM_REGISTERS = 65536
 
@@ -191,9 +198,13 @@ class CUDAMatMul(MatMul):
         # Without a second launch bound ptxas (CUDA 13, sm_90) may cap the
         # registers low enough to spill (64 for 128 threads, 32 for 1024);
         # ask for as many blocks per SM as the budget allows.
+        # Small kernels get none (FREE_REGISTER_ESTIMATE).
         block = kern.geometry().block
         nthreads = block[0]*block[1]*block[2]
-        regs = max(register_budget(kern.registers()), MIN_REGISTER_CAP)
+        est = kern.registers()
+        if est <= FREE_REGISTER_ESTIMATE:
+            return {'ld': kern.params.get('ld', 'nc'), 'minblocks': None}
+        regs = max(register_budget(est), MIN_REGISTER_CAP)
         return {'ld': kern.params.get('ld', 'nc'),
                 'minblocks': max(1, min(2048 // nthreads,
                                         SM_REGISTERS // (nthreads*regs)))}
