@@ -22,12 +22,13 @@ import time
 
 import numpy as np
 
+import gimmik
 from gimmik.analysis import analyse
 from gimmik.operators import default_beta, provenance, safe_name, suite
 from gimmik.runtime import moved_bytes
-from gimmik.validate import check_dtype
+from gimmik.validate import CLI_DTYPES, check_dtype
 
-PLATFORMS = ('auto', 'hip', 'cuda', 'c')
+PLATFORMS = ('auto',) + tuple(gimmik.PLATFORMS)
 
 # Operators with more non-zeros than this are skipped by default, per
 # platform.  None: no limit (every platform now: C offers its looped
@@ -35,7 +36,7 @@ PLATFORMS = ('auto', 'hip', 'cuda', 'c')
 # overrides it.
 DEFAULT_MAX_NNZ = {'c': None, 'hip': None, 'cuda': None}
 SKIPPED = 'skipped'   # error text prefix of an operator left out on purpose
-DTYPES = {'f64': 'float64', 'f32': 'float32'}
+DTYPES = CLI_DTYPES
 
 CSV_NAME = 'sweep.csv'
 JSON_NAME = 'sweep.json'

@@ -14,6 +14,7 @@ and row alignment; that is also what a cached result is keyed by.
 from dataclasses import dataclass, field
 import math
 import numbers
+import os
 import sys
 
 import numpy as np
@@ -23,19 +24,34 @@ from gimmik import cache
 from gimmik.analysis import analyse
 from gimmik.runtime import (Runtime, RuntimeUnavailable, get_runtime,
                             moved_bytes)
-from gimmik.validate import check_dtype, check_matrix, check_scalar, \
-    check_sizes
+from gimmik.verify import Panels, rel_error
+from gimmik.validate import CLI_DTYPES, check_dtype, check_matrix, \
+    check_representable, check_scalar, check_sizes
 
 # Default number of columns per platform: small enough on the CPU that
 # tuning one operator takes seconds, large enough on GPUs to fill them.
 DEFAULT_N = {'c': 2**15, 'hip': 2**20, 'cuda': 2**20}
 
-# Largest relative error (max |x - ref| / max |ref|) of a candidate's output
-# against the vendor BLAS's output, by dtype.
+# Largest relative error of a candidate's output against the vendor BLAS's
+# output, by dtype: each element's error relative to its own scale
+# sum_j |A_ij B_jn| + |beta C_in| (gimmik.verify.rel_error).
 TOLERANCE = {'float64': 1e-12, 'float32': 1e-5}
 
 # Timing: launches before timing, and launches timed (their median counts)
 WARMUP, REPEATS = 2, 15
+
+# A measurement far outside the others of the same operator is taken again
+# (up to RETIMES more times, the fastest kept), as a busy machine can slow a
+# whole median: a throughput below 1/OUTLIER_FACTOR of the median of the
+# operator's measurements so far (vendor BLAS included), or a final result
+# below MIN_COPY_FRACTION of the measured copy bandwidth.
+OUTLIER_FACTOR = 4.0
+MIN_COPY_FRACTION = 0.1
+RETIMES = 2
+
+# Host memory the tuner may allocate for its panels, references and buffer
+# sets, as a fraction of the machine's physical memory
+MAX_MEMORY_FRACTION = 0.5
 
 # Buffer rotation: when one set of B and C fits in the last-level cache,
 # enough sets to cover twice the cache are cycled through, at most this many.
@@ -44,9 +60,6 @@ MAX_SETS = 256
 # Bytes copied to measure the copy bandwidth: the traffic of the problem or
 # twice the last-level cache, within these bounds
 COPY_BYTES = (16 << 20, 1 << 30)
-
-# Value of the padding columns of C (ldc > n): a candidate must not write it
-SENTINEL = 1234.5
 
 KNAME = 'gimmik_mm'
 
@@ -104,7 +117,8 @@ class TuneResult:
             'copy_gbps': self.copy_gbps, 'speedup': self.speedup,
             'use_vendor': self.use_vendor,
             'candidates': [{k: c.get(k) for k in ('variant', 'time_s', 'gbps',
-                                                  'correct', 'error')}
+                                                  'correct', 'error',
+                                                  'retimed')}
                            for c in self.candidates],
             'cached': self.cached,
         }
@@ -115,13 +129,58 @@ class TuneResult:
         return obj
 
     @classmethod
-    def _from_cache(cls, obj, name):
+    def _from_cache(cls, obj, name, expect):
+        """The result a cache entry holds; ValueError when the entry is not
+        a complete, sane result with the values of `expect` (a dict)."""
+        _check_entry(obj, expect)
         fields = ('platform', 'device', 'dtype', 'beta', 'n', 'best',
                   'vendor', 'copy_gbps', 'candidates', 'use_vendor', 'm',
                   'k', 'ldb', 'ldc', 'vendor_error')
         res = cls(**{f: obj[f] for f in fields}, cached=True)
         res.operator = name if name is not None else obj.get('operator')
         return res
+
+
+def _positive(x):
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) \
+        and math.isfinite(x) and x > 0
+
+
+def _check_entry(obj, expect):
+    """Raise ValueError unless obj is a well-formed cached TuneResult."""
+    def need(cond, what):
+        if not cond:
+            raise ValueError(f'cache entry: {what}')
+
+    need(isinstance(obj, dict), 'not an object')
+    for key, want in expect.items():
+        need(obj.get(key) == want, f'{key} is {obj.get(key)!r}, not {want!r}')
+    need(isinstance(obj.get('device'), str), 'device')
+    need(_positive(obj.get('copy_gbps')), 'copy_gbps')
+    need(isinstance(obj.get('use_vendor'), bool), 'use_vendor')
+    err = obj.get('vendor_error')
+    need(err is None or (isinstance(err, numbers.Real) and err >= 0),
+         'vendor_error')
+    vendor = obj.get('vendor')
+    need(isinstance(vendor, dict), 'vendor')
+    vt = vendor.get('time_s')
+    need(vt is None or _positive(vt), 'vendor time_s')
+    need(vt is not None or vendor.get('error'), 'vendor without time_s')
+    cands = obj.get('candidates')
+    need(isinstance(cands, list) and all(
+        isinstance(c, dict) and isinstance(c.get('variant'), str)
+        and isinstance(c.get('correct'), bool)
+        and (not c['correct'] or _positive(c.get('time_s')))
+        for c in cands), 'candidates')
+    best = obj.get('best')
+    if best is not None:
+        need(isinstance(best, dict) and isinstance(best.get('variant'), str)
+             and _positive(best.get('time_s')) and _positive(best.get('gbps'))
+             and isinstance(best.get('src'), str)
+             and isinstance(best.get('meta'), dict), 'best')
+    need(obj['use_vendor'] == (vt is not None and (best is None
+                                                   or vt < best['time_s'])),
+         'use_vendor disagrees with the times')
 
 
 def _check_panel(x, name, rows, n, dtype):
@@ -145,13 +204,21 @@ def _ld_align(ldb, ldc, cap=16):
     return a
 
 
-def rel_error(x, ref):
-    """max |x - ref| / max |ref| (inf when x has a NaN or Inf)."""
-    x = np.asarray(x, dtype=np.float64)
-    if not (np.isfinite(x).all() and np.isfinite(ref).all()):
-        return math.inf
-    scale = max(float(np.abs(ref).max()), np.finfo(np.float64).tiny)
-    return float(np.abs(x - ref).max()) / scale
+def check_memory(m, k, n, ldb, ldc, itemsize, sets=1, arg='n'):
+    """Refuse (ValueError naming `arg`) a tuning run whose host arrays would
+    not fit in MAX_MEMORY_FRACTION of the physical memory: B, C and their
+    copies, the float64 reference and its scale, and the buffer sets."""
+    need = itemsize*(k*ldb + m*ldc)*(3 + sets) + 8*2*m*n
+    try:
+        total = os.sysconf('SC_PHYS_PAGES')*os.sysconf('SC_PAGE_SIZE')
+    except (ValueError, OSError, AttributeError):
+        return
+    if need > MAX_MEMORY_FRACTION*total:
+        raise ValueError(
+            f'{arg} = {n}: tuning a {m} x {k} operator on {n} columns needs '
+            f'about {need/2**30:.1f} GiB of memory, more than '
+            f'{MAX_MEMORY_FRACTION:.0%} of this machine\'s '
+            f'{total/2**30:.1f} GiB; choose a smaller {arg}')
 
 
 def tune(A, *, beta=0.0, dtype='float64', n=None, ldb=None, ldc=None,
@@ -168,6 +235,9 @@ def tune(A, *, beta=0.0, dtype='float64', n=None, ldb=None, ldc=None,
     beta = check_scalar(beta, 'beta')
     dt = check_dtype(dtype)
     dname = np.dtype(dt).name
+    # A value beyond the dtype's range would only show up later as a
+    # disagreement with the vendor BLAS
+    check_representable(A, beta, dt)
     if runtime is None:
         if not isinstance(platform, str):
             raise TypeError(f'platform must be a str, not '
@@ -194,6 +264,7 @@ def tune(A, *, beta=0.0, dtype='float64', n=None, ldb=None, ldc=None,
         _check_panel(b, 'b', k, n, dt)
     if c is not None:
         _check_panel(c, 'c', m, n, dt)
+    check_memory(m, k, n, ldb, ldc, np.dtype(dt).itemsize)
 
     key = cache.tune_key(A, beta=beta, dtype=dname, platform=runtime.name,
                          device=str(runtime.device),
@@ -202,11 +273,13 @@ def tune(A, *, beta=0.0, dtype='float64', n=None, ldb=None, ldc=None,
     if use_cache:
         hit = cache.load(key)
         if hit is not None:
+            # the entry of another n in the same n class is shared
+            expect = {'platform': runtime.name, 'dtype': dname, 'beta': beta,
+                      'm': m, 'k': k}
             try:
-                res = TuneResult._from_cache(hit, name)
-                return res
-            except (KeyError, TypeError):
-                pass            # an entry of another layout: tune again
+                return TuneResult._from_cache(hit, name, expect)
+            except (ValueError, KeyError, TypeError, AttributeError):
+                pass            # a malformed entry is tuned again
 
     saved = None if c is None else c.copy()
     try:
@@ -216,7 +289,7 @@ def tune(A, *, beta=0.0, dtype='float64', n=None, ldb=None, ldc=None,
             np.copyto(c, saved)
     res.operator = name
     if use_cache:
-        cache.store(key, res._to_cache())
+        cache.store(key, res._to_cache())   # unwritable: a warning
     return res
 
 
@@ -230,21 +303,13 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
     itemsize = np.dtype(dt).itemsize
     rng = np.random.default_rng()
 
-    # Host panels: B and C0 with sentinel padding, and the output a beta = 0
-    # candidate starts from, poisoned with NaN
-    bh = np.full((k, ldb), SENTINEL, dt)
-    ch = np.full((m, ldc), SENTINEL, dt)
-    # The caller's values when they are all finite (NaN or Inf in them
-    # would make every check vacuous), fresh random ones otherwise
-    bh[:, :n] = _finite_or(b, rng, k, n)
-    ch[:, :n] = _finite_or(c, rng, m, n)
-    cstart = ch.copy()
-    if beta == 0:
-        cstart[:, :n] = np.nan
-
-    exact = A @ bh[:, :n].astype(np.float64)
-    if beta != 0:
-        exact += beta*ch[:, :n].astype(np.float64)
+    # Host panels with sentinel padding: the caller's values when they are
+    # all finite (NaN or Inf in them would make every check vacuous), fresh
+    # random ones otherwise; with beta = 0 the output a candidate starts
+    # from is poisoned with NaN
+    p = Panels(rng, A, beta, dt, n, ldb, ldc, b=_finite_or(b, n),
+               c=_finite_or(c, n))
+    bh, ch, cstart = p.bfull, p.c0, p.cfull
     tol = TOLERANCE[np.dtype(dt).name]
 
     # Buffer sets to rotate through when one set fits in the cache
@@ -252,19 +317,19 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
     llc = int(runtime.cache_bytes() or 0)
     nsets = 1 if setbytes > llc else min(MAX_SETS,
                                          -(-2*llc // max(setbytes, 1)))
+    check_memory(m, k, n, ldb, ldc, itemsize, nsets)
     bufs = [(runtime.upload(bh), runtime.upload(ch)) for _ in range(nsets)]
 
     moved = moved_bytes(info, beta, n, itemsize)
 
     def run_check(launch):
-        """First output of a launch on a fresh start buffer; returns
-        (relative error, the C padding is intact)."""
+        """First output of a launch on a fresh start buffer, and whether
+        the C padding is intact."""
         cbuf = runtime.upload(cstart)
         launch(bufs[0][0], cbuf, n, ldb, ldc)
         out = np.empty_like(ch)
         runtime.download(cbuf, out)
-        padok = np.array_equal(out[:, n:], ch[:, n:])
-        return out, padok
+        return out, p.padding_intact(out)
 
     def timed(launch):
         state = {'i': 0}
@@ -275,25 +340,41 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
             launch(bb, cb, n, ldb, ldc)
         return runtime.time(rotating, (), warmup=WARMUP, repeats=REPEATS)
 
+    def retimed(launch, t, floor):
+        """t, or the fastest of up to RETIMES new measurements while the
+        throughput stays below `floor` bytes/s; (time, retimes)."""
+        tries = 0
+        while moved / t < floor and tries < RETIMES:
+            t = min(t, timed(launch))
+            tries += 1
+        return t, tries
+
+    def typical():
+        """Median throughput (bytes/s) of the measurements so far."""
+        rates = [moved / r['time_s'] for r in cands if r['correct']]
+        if vtime is not None:
+            rates.append(moved / vtime)
+        return float(np.median(rates)) if rates else 0.0
+
     # The vendor BLAS: the reference every candidate is checked against.
     # Where the platform has none (e.g. no hipBLAS bindings), candidates are
     # checked against NumPy in float64 and the result says why.
+    cands, best, feedback, launches = [], None, None, {}
     try:
         vlaunch = runtime.vendor_gemm(A, 1.0, beta, dt)
     except RuntimeUnavailable as e:
         vlaunch, vendor = None, {'time_s': None, 'gbps': None,
                                  'error': str(e)}
-        vref, verr, vtime = exact, None, None
+        vref, verr, vtime = p.ref, None, None
     if vlaunch is not None:
         vout, vpad = run_check(vlaunch)
         vref = vout[:, :n].astype(np.float64)
-        verr = rel_error(vref, exact)
+        verr = p.error(vref)
         if not vpad or verr > tol:
             raise RuntimeError(f'the vendor BLAS on {runtime.name} disagrees '
                                f'with NumPy (relative error {verr:.3g}'
                                f'{"" if vpad else ", wrote C padding"})')
         vtime = timed(vlaunch)
-        vendor = {'time_s': vtime, 'gbps': moved / vtime / 1e9}
 
     mm = runtime.matmul(A, beta, aligne=_ld_align(ldb, ldc))
     opts = runtime.kernel_options()
@@ -305,19 +386,18 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
         except Exception:   # each candidate's own failure is reported below
             pass
     kgen = mm.kernels(dt, kname=KNAME, **opts)
-    cands, best, feedback = [], None, None
     while True:
         try:
             src, meta = kgen.send(feedback)
         except StopIteration:
             break
         rec = {'variant': meta['variant'], 'time_s': None, 'gbps': None,
-               'correct': False, 'error': None}
+               'correct': False, 'error': None, 'retimed': 0}
         feedback = {'runtime': None}
         try:
             launch = runtime.compile(src, meta)
             out, padok = run_check(launch)
-            err = rel_error(out[:, :n], vref)
+            err = rel_error(out[:, :n], vref, p.scale)
             if err > tol or not padok:
                 rec['error'] = (f'relative error {err:.3g} against the '
                                 f'{"vendor BLAS" if vlaunch else "reference"}'
@@ -325,8 +405,10 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
                                 'wrote the padding of C beyond n')
             else:
                 rec['correct'] = True
-                t = timed(launch)
+                t, rec['retimed'] = retimed(launch, timed(launch),
+                                            typical() / OUTLIER_FACTOR)
                 rec.update(time_s=t, gbps=moved / t / 1e9)
+                launches[meta['variant']] = launch
                 feedback = {'runtime': t,
                             **runtime.launch_feedback(src, meta)}
                 if best is None or t < best['time_s']:
@@ -344,6 +426,19 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
     lo, hi = COPY_BYTES
     cbytes = min(max(moved, 2*llc, lo), hi)
     copy_gbps = runtime.copy_bandwidth(cbytes) / 1e9
+
+    # The numbers reported: retaken where far below the copy bandwidth
+    floor = MIN_COPY_FRACTION*copy_gbps*1e9
+    if best is not None:
+        rec = next(r for r in cands if r['variant'] == best['variant'])
+        t, tries = retimed(launches[best['variant']], best['time_s'], floor)
+        if tries:
+            rec['retimed'] += tries
+            rec.update(time_s=t, gbps=moved / t / 1e9)
+            best.update(time_s=t, gbps=rec['gbps'])
+    if vtime is not None:
+        vtime = retimed(vlaunch, vtime, floor)[0]
+        vendor = {'time_s': vtime, 'gbps': moved / vtime / 1e9}
     return TuneResult(
         platform=runtime.name, device=str(runtime.device),
         dtype=np.dtype(dt).name, beta=beta, n=n, best=best, vendor=vendor,
@@ -354,12 +449,14 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
         ldb=ldb, ldc=ldc, vendor_error=verr)
 
 
-def _finite_or(x, rng, rows, n):
+def _finite_or(x, n):
+    """The first n columns of a caller's panel when all finite, else None
+    (fresh random values)."""
     if x is not None:
         x = x[:, :n]
         if np.isfinite(x).all():
             return x
-    return rng.standard_normal((rows, n))
+    return None
 
 
 def _count(mm, dt, opts):
@@ -384,16 +481,15 @@ def _plain(obj):
 
 
 # -- command line ------------------------------------------------------------
-_CLI_DTYPES = {'f64': 'float64', 'f32': 'float32'}
 
 
 def add_arguments(ap):
     ap.add_argument('operator', nargs='?', metavar='OPERATOR',
                     help='a MatrixMarket .mtx file or FILE.npz:KEY')
-    ap.add_argument('--platform', choices=('auto', 'hip', 'cuda', 'c'),
+    ap.add_argument('--platform', choices=('auto',) + tuple(gimmik.PLATFORMS),
                     default='auto',
                     help='where to tune (auto: hip, then cuda, then c)')
-    ap.add_argument('--dtype', choices=tuple(_CLI_DTYPES), default='f64')
+    ap.add_argument('--dtype', choices=tuple(CLI_DTYPES), default='f64')
     ap.add_argument('--beta', type=float, default=0.0,
                     help='C = A*B + beta*C (default 0)')
     ap.add_argument('--n', type=int, default=None,
@@ -423,7 +519,7 @@ def run(args):
     name, A = load_operator(args.operator)
     bar = ProgressBar(sys.stderr) if sys.stderr.isatty() else None
     try:
-        res = tune(A, beta=args.beta, dtype=_CLI_DTYPES[args.dtype],
+        res = tune(A, beta=args.beta, dtype=CLI_DTYPES[args.dtype],
                    n=args.n, platform=args.platform,
                    use_cache=not args.no_cache, name=name,
                    progress=bar.update if bar else None)
