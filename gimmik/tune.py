@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 import math
 import numbers
 import os
-import sys
 
 import numpy as np
 
@@ -515,45 +514,22 @@ def run(args):
     if args.operator is None:
         raise ValueError('OPERATOR is required (a .mtx file or FILE.npz:KEY)')
 
+    from gimmik.cli import TuneBar
     from gimmik.operators import load_operator
     name, A = load_operator(args.operator)
-    bar = ProgressBar(sys.stderr) if sys.stderr.isatty() else None
+    bar = TuneBar()
     try:
         res = tune(A, beta=args.beta, dtype=CLI_DTYPES[args.dtype],
                    n=args.n, platform=args.platform,
                    use_cache=not args.no_cache, name=name,
-                   progress=bar.update if bar else None)
+                   progress=bar.update)
     finally:
-        if bar:
-            bar.close()
+        bar.close()
     if args.json:
         print(json.dumps(res.to_json(), indent=1))
     else:
         print(format_table(res))
     return 0
-
-
-class ProgressBar:
-    """A one-line progress bar on a terminal stream."""
-
-    WIDTH = 30
-
-    def __init__(self, stream):
-        self.stream = stream
-        self.shown = False
-
-    def update(self, done, total, label):
-        total = max(total or done, 1)
-        fill = self.WIDTH*done // total
-        self.stream.write(f'\r[{"#"*fill}{"."*(self.WIDTH - fill)}] '
-                          f'{done}/{total} {label[:40]:<40}')
-        self.stream.flush()
-        self.shown = True
-
-    def close(self):
-        if self.shown:
-            self.stream.write('\r' + ' '*(self.WIDTH + 52) + '\r')
-            self.stream.flush()
 
 
 def format_table(res):

@@ -197,6 +197,21 @@ def check_matrix(A, arg='A'):
     if isinstance(A, (str, bytes)) or A is None:
         raise TypeError(f'{arg} must be a 2-D array of floats, '
                         f'not {type(A).__name__}')
+    if type(A).__module__.startswith('scipy.sparse'):
+        # a SciPy sparse matrix or array: bounded, then made dense
+        shape = getattr(A, 'shape', ())
+        if len(shape) != 2:
+            raise ValueError(f'{arg} must be 2-D, not {len(shape)}-D')
+        if max(shape) > MAX_DIM:
+            raise ValueError(f'{arg} has shape {shape}: m and k must be at '
+                             f'most {MAX_DIM}')
+        A = A.toarray()
+    if isinstance(A, np.ma.MaskedArray):
+        if np.ma.getmaskarray(A).any():
+            raise ValueError(f'{arg} is a masked array with '
+                             f'{int(np.ma.count_masked(A))} masked values: '
+                             f'give their values (e.g. {arg}.filled(0))')
+        A = np.ma.getdata(A)
     try:
         arr = np.asarray(A)
     except Exception as e:  # ragged lists and the like
@@ -204,7 +219,10 @@ def check_matrix(A, arg='A'):
 
     if arr.dtype.kind not in 'fiu' or arr.dtype == np.float16 \
             or arr.dtype.kind == 'b':
-        raise TypeError(f'{arg} must hold real floats, not {arr.dtype}')
+        what = 'Python objects' if arr.dtype.kind == 'O' \
+            else f'{arr.dtype} values'
+        raise TypeError(f'{arg} must hold real floats (a 2-D NumPy array, '
+                        f'nested list or SciPy sparse matrix), not {what}')
     if arr.ndim != 2:
         raise ValueError(f'{arg} must be 2-D, not {arr.ndim}-D')
     if arr.size == 0:
