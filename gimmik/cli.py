@@ -35,6 +35,10 @@ def main(argv=None):
     except (ValueError, TypeError, RuntimeError, OSError) as e:
         print(f'gimmik {args.command}: error: {e}', file=sys.stderr)
         return 2
+    except MemoryError:
+        print(f'gimmik {args.command}: error: out of memory (try a smaller '
+              f'--n)', file=sys.stderr)
+        return 2
 
 
 def _tqdm(stream, quiet=False, **kw):

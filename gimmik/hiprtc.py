@@ -87,7 +87,8 @@ def find_library():
             return hit
     raise RuntimeUnavailable(
         'hiprtc not found: no libhiprtc.so or libamdhip64.so in '
-        + ', '.join(rocm_search_dirs()) + f'; install ROCm (on Debian: apt-get '
+        + ', '.join(rocm_search_dirs())
+        + f'; install ROCm (on Debian: apt-get '
         f'install libamdhip64-5 libhiprtc-builtins5) or set {LIB_ENV}')
 
 

@@ -21,7 +21,7 @@ import re
 
 import numpy as np
 
-from gimmik.analysis import MAX_DIM
+from gimmik.analysis import MAX_DIM, MAX_ENTRIES
 from gimmik.validate import check_matrix
 
 # Where the committed PyFR suite lives, relative to the package; the
@@ -198,9 +198,9 @@ def read_mtx(path):
 def _check_shape(path, m, k):
     if m < 1 or k < 1:
         raise ValueError(f'{path}: matrix size {m} x {k} is empty')
-    if max(m, k) > MAX_DIM:
+    if max(m, k) > MAX_DIM or m*k > MAX_ENTRIES:
         raise ValueError(f'{path}: matrix size {m} x {k}: m and k must be '
-                         f'at most {MAX_DIM}')
+                         f'at most {MAX_DIM} and m*k at most {MAX_ENTRIES}')
 
 
 def write_mtx(path, A, comment=None):

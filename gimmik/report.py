@@ -50,7 +50,8 @@ def load(path, problems=None):
         problems.extend(bad)
     if not rows:
         raise ValueError(f'{csv_path} has no usable rows'
-                         + ''.join(f'; line {ln}: {why}' for ln, why in bad[:5]))
+                         + ''.join(f'; line {ln}: {why}'
+                                   for ln, why in bad[:5]))
     return sorted(rows, key=lambda r: sort_key(r['operator']))
 
 

@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 
-from gimmik.analysis import MAX_DIM, MAX_UNROLLED_NNZ
+from gimmik.analysis import MAX_DIM, MAX_ENTRIES, MAX_UNROLLED_NNZ
 
 _IDENT = re.compile(r'[A-Za-z_][A-Za-z0-9_]*\Z')
 
@@ -71,7 +71,8 @@ _RESERVED_PATTERNS = re.compile(r'''(?x)
     | [A-Z0-9_]+                         # macro style: NAN, INFINITY, EOF
     | .*_t                               # POSIX types: size_t, int32_t
     | (omp|ompt|ompd|kmp|gomp|GOMP|KMP|OMP)_.*   # OpenMP, libgomp, libomp
-    | (cuda|hip|cu|nv|rocm|hsa|amd|cublas|rocblas|hipblas)[A-Z_].*  # APIs
+    | (cuda|hip|cu|nv|rocm|hsa|amd|cublas|rocblas|hipblas)[A-Z].*  # APIs
+    | (hsa|amd|nv)_.*                    # ROCm and CUDA C names
     | (u?char|u?short|u?int|u?long|u?longlong|float|double|half|bf16)
       [1-8]                              # vector types: double2, float4
     | make_.* | atomic.* | tex[1-3]D.* | surf.*
@@ -192,6 +193,13 @@ def check_dtype(dtype, arg='dtype'):
     return _DTYPES[dt]
 
 
+def _check_shape(shape, arg):
+    m, k = shape
+    if max(m, k) > MAX_DIM or m*k > MAX_ENTRIES:
+        raise ValueError(f'{arg} has shape {tuple(shape)}: m and k must be at '
+                         f'most {MAX_DIM} and m*k at most {MAX_ENTRIES}')
+
+
 def check_matrix(A, arg='A'):
     """Return A as a new float64 2-D array after checking it."""
     if isinstance(A, (str, bytes)) or A is None:
@@ -202,9 +210,7 @@ def check_matrix(A, arg='A'):
         shape = getattr(A, 'shape', ())
         if len(shape) != 2:
             raise ValueError(f'{arg} must be 2-D, not {len(shape)}-D')
-        if max(shape) > MAX_DIM:
-            raise ValueError(f'{arg} has shape {shape}: m and k must be at '
-                             f'most {MAX_DIM}')
+        _check_shape(shape, arg)
         A = A.toarray()
     if isinstance(A, np.ma.MaskedArray):
         if np.ma.getmaskarray(A).any():
@@ -227,17 +233,14 @@ def check_matrix(A, arg='A'):
         raise ValueError(f'{arg} must be 2-D, not {arr.ndim}-D')
     if arr.size == 0:
         raise ValueError(f'{arg} is empty (shape {arr.shape})')
-    if max(arr.shape) > MAX_DIM:
-        raise ValueError(f'{arg} has shape {arr.shape}: m and k must be at '
-                         f'most {MAX_DIM}')
+    _check_shape(arr.shape, arg)
 
     arr = np.array(arr, dtype=np.float64)
     if not np.isfinite(arr).all():
         raise ValueError(f'{arg} contains NaN or Inf')
     if not arr.any():
         raise ValueError(f'{arg} is all zeros')
-    # reliability: a dense 10000 x 10000 A used to pass and then take hours
-    # and gigabytes to unroll
+    # every non-zero becomes code: bound the size of the unrolled kernels
     nnz = int(np.count_nonzero(arr))
     if nnz > MAX_UNROLLED_NNZ:
         raise ValueError(f'{arg} has {nnz} non-zeros: at most '
@@ -251,15 +254,14 @@ def check_scalar(x, arg):
         raise TypeError(f'{arg} must be a real number, not {type(x).__name__}')
     try:
         x = float(x)
-    except OverflowError as e:  # reliability: huge ints used to escape
+    except OverflowError as e:  # an int beyond the float64 range
         raise ValueError(f'{arg} is too large for a float64') from e
     if not math.isfinite(x):
         raise ValueError(f'{arg} must be finite, not {x}')
     return x
 
 
-# Kernels take n, ldb and ldc as C ints (reliability: larger values used to
-# be baked in and overflow)
+# Kernels take n, ldb and ldc as C ints: larger values are refused
 MAX_INT = 2**31 - 1
 
 
@@ -316,8 +318,8 @@ def check_kname(kname, arg='kname'):
 
 def check_representable(A, beta, dtype):
     """Check that A and beta survive the conversion to dtype: no value
-    overflows to Inf and A does not become all zeros.  (Reliability: float32
-    used to emit `inff` literals for |values| beyond 3.4e38.)"""
+    overflows to Inf (an `inff` literal) and A does not become all
+    zeros."""
     if dtype != np.float32:
         return
     big = float(np.finfo(np.float32).max)
@@ -335,12 +337,12 @@ def c_literal(x, dtype):
         v = np.float32(x)
         s = np.format_float_scientific(v, unique=True, trim='0')
         if np.float32(s) != v or not np.isfinite(v):
-            raise AssertionError(f'{x!r} does not round-trip as float32')
+            raise ValueError(f'{x!r} does not round-trip as float32')
         return s + 'f'
     v = float(x)
     s = repr(v)
     if float(s) != v or not math.isfinite(v):
-        raise AssertionError(f'{x!r} does not round-trip as float64')
+        raise ValueError(f'{x!r} does not round-trip as float64')
     if '.' not in s and 'e' not in s:
         s += '.0'
     return s

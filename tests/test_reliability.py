@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 import gimmik
-from gimmik import cache
 from gimmik.cli import main
 from gimmik.runtime import moved_bytes
 from gimmik.runtime.c import Runtime as CRuntime
@@ -62,7 +61,8 @@ CLASHING = [
 
 ORDINARY = ['gimmik_mm', 'gimmik_mm_3x4', 'gimmik_mm_openmp', 'my_mm', 'mm',
             'kernel1', 'p3_hex_m0', 'gimmik_fast', 'stream_mm', 'total',
-            'b', 'c', 'n', 'ldb', 'copy_kernel', 'dgemm_like']
+            'b', 'c', 'n', 'ldb', 'copy_kernel', 'dgemm_like', 'hip_mm',
+            'cuda_mm', 'cu_mm']
 
 
 @pytest.mark.parametrize('kname', CLASHING)
