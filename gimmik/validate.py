@@ -220,8 +220,11 @@ def check_matrix(A, arg='A'):
         A = np.ma.getdata(A)
     try:
         arr = np.asarray(A)
-    except Exception as e:  # ragged lists and the like
+    except ValueError as e:  # ragged lists and the like
         raise ValueError(f'{arg} is not a rectangular array: {e}') from e
+    except Exception as e:  # e.g. a device array that will not convert
+        raise TypeError(f'{arg} ({type(A).__name__}) cannot be converted to '
+                        f'a NumPy array: {e}') from e
 
     if arr.dtype.kind not in 'fiu' or arr.dtype == np.float16 \
             or arr.dtype.kind == 'b':

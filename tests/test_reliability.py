@@ -437,6 +437,18 @@ def test_object_arrays_message(bad):
         check_matrix(bad)
 
 
+def test_unconvertible_array_named():
+    class DeviceArray:
+        def __array__(self, *args, **kwargs):
+            raise TypeError('Implicit conversion to a NumPy array is not '
+                            'allowed')
+    with pytest.raises(TypeError, match='A .DeviceArray. cannot be '
+                                        'converted to a NumPy array'):
+        check_matrix(DeviceArray())
+    with pytest.raises(ValueError, match='rectangular'):
+        check_matrix([[1.0, 2.0], [3.0]])
+
+
 @pytest.mark.parametrize('body, match', [
     ('coordinate real symmetric\n2 3 1\n2 1 1.0\n', 'square'),
     ('coordinate real symmetric\n3 2 1\n3 1 1.0\n', 'square'),
