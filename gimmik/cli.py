@@ -4,6 +4,7 @@ work; that module provides `add_arguments(parser)` and `run(args)`."""
 import argparse
 import importlib
 import sys
+import warnings
 
 from gimmik.sweep import SweepProgress, summary
 
@@ -31,7 +32,13 @@ def main(argv=None):
 
     args = ap.parse_args(argv)
     try:
-        return args.func(args) or 0
+        with warnings.catch_warnings():
+            # a warning is one line on stderr that names the command
+            def show(message, *rest, **kw):
+                print(f'gimmik {args.command}: warning: {message}',
+                      file=sys.stderr)
+            warnings.showwarning = show
+            return args.func(args) or 0
     except (ValueError, TypeError, RuntimeError, OSError) as e:
         print(f'gimmik {args.command}: error: {e}', file=sys.stderr)
         return 2
