@@ -421,9 +421,11 @@ def plot_roofline(rows, path):
     fig.savefig(path, dpi=110, format='png')
 
 
-def report(path, outdir=None, plots=True):
-    """Write report.md (and the plots) for a sweep; returns the paths."""
-    problems = []
+def report(path, outdir=None, plots=True, problems=None):
+    """Write report.md (and the plots) for a sweep; returns the paths.  The
+    (line, reason) of table rows that could not be used are listed in the
+    report and appended to `problems` when given."""
+    problems = [] if problems is None else problems
     rows = load(path, problems)
     path = os.fspath(path)
     outdir = os.fspath(outdir) if outdir else (
@@ -458,6 +460,15 @@ def add_arguments(ap):
 
 
 def run(args):
-    for p in report(args.dir, args.out, plots=not args.no_plots):
+    import sys
+
+    problems = []
+    for p in report(args.dir, args.out, plots=not args.no_plots,
+                    problems=problems):
         print(p)
+    if problems:
+        print(f'gimmik report: warning: {len(problems)} rows of the table '
+              f'could not be used (line {problems[0][0]}: {problems[0][1]}'
+              f'{"; ..." if len(problems) > 1 else ""}); they are listed in '
+              f'{REPORT_NAME}', file=sys.stderr)
     return 0

@@ -376,10 +376,11 @@ def test_report_skips_and_names_unusable_rows(tmp_path, col, value):
     cells[COLUMNS.index(col)] = value
     lines[2] = ','.join(cells)
     csv_path.write_text('\n'.join(lines) + '\n')
-    (md, *_) = report(tmp_path, plots=False)
+    problems = []
+    (md, *_) = report(tmp_path, plots=False, problems=problems)
     text = open(md).read()
     assert '## Table rows not used' in text and '- line 3:' in text
-    assert '2 tuned' in text
+    assert '2 tuned' in text and [ln for ln, _ in problems] == [3]
 
 
 def test_report_is_written_atomically(tmp_path, monkeypatch):
