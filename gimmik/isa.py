@@ -324,12 +324,16 @@ def inspect(src, arch, kname=None):
     if key in _memo:
         return dict(_memo[key])
 
+    # a cache entry of another shape is made again
     rep = cache.load_json('isa', key)
     try:
         rep['global_loads'] = {int(k): v for k, v in
                                rep['global_loads'].items()}
         rep['global_stores'] = {int(k): v for k, v in
                                 rep['global_stores'].items()}
+        if rep.get('arch') != arch or not all(
+                isinstance(rep.get(k), (int, float, dict)) for k in KEYS):
+            raise ValueError('incomplete entry')
     except (TypeError, KeyError, AttributeError, ValueError):
         rep = parse(assemble(src, arch), kname)
         rep['arch'] = arch
