@@ -576,6 +576,40 @@ def test_wrong_small_row_never_wins(fast_tune, how, beta):
     assert any(c['correct'] for c in res.candidates)
 
 
+class BScribbler(CRuntime):
+    """Its cstream candidates compute C right, then overwrite B (which
+    would make every later candidate look wrong)."""
+
+    def __init__(self):
+        super().__init__()
+        self._device += ' (scribbler)'
+        self.victims = set()
+
+    def compile(self, src, meta):
+        good = super().compile(src, meta)
+        if meta['tplname'] != 'cstream':
+            return good
+        self.victims.add(meta['variant'])
+
+        def launch(b, c, n, ldb, ldc):
+            good(b, c, n, ldb, ldc)
+            b[:, :n] = 0
+        return launch
+
+
+def test_candidate_writing_b_is_wrong_and_harmless(fast_tune):
+    from gimmik.tune import tune
+    rt = BScribbler()
+    res = tune(A_SMALL, n=300, runtime=rt, use_cache=False)
+    by = {c['variant']: c for c in res.candidates}
+    assert rt.victims
+    for v, c in by.items():
+        assert c['correct'] == (v not in rt.victims), c
+        if v in rt.victims:
+            assert c['error'] == 'modified B'
+    assert res.best['variant'] not in rt.victims
+
+
 # -- 9. timing outliers --------------------------------------------------------------
 class HiccupRuntime(CRuntime):
     """Times are FAST, except the first measurement of candidate `slow`
