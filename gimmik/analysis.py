@@ -13,6 +13,9 @@ import numpy as np
 DENSE_DENSITY = 0.5        # mfma/mma dense families: fraction of non-zeros
 MAX_UNROLLED_NNZ = 250_000  # beyond this the unrolled kernels become absurd
 MAX_DIM = 10_000            # m or k beyond this is rejected as absurd
+# m*k beyond this is rejected: A is held densely (the analysis, the vendor
+# BLAS reference), and the generated code has lines per row whatever nnz is
+MAX_ENTRIES = 1 << 24
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,13 @@ candidate table walk with send() feedback, template rendering and the launch
 geometry.  What a candidate kernel is (geometry, plan, template context,
 register estimate) is its family's object, gimmik.families."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 import math
+import numbers
 import os
 import re
+import warnings
 
 from mako.lookup import TemplateLookup
 import numpy as np
@@ -25,6 +28,38 @@ PRUNE_FACTOR = 1.5
 
 MAX_THREADS = 1024
 MAX_SHARED = 64*1024
+
+
+def feedback_runtime(feedback, variant):
+    """The runtime in seconds that send() feedback reports for a candidate,
+    or None.  Only the key 'runtime' is used (other keys are ignored); None,
+    a dict without it, or runtime None or Inf (the candidate failed) carry
+    no time.  Anything else malformed (not a dict, a runtime that is not a
+    positive real number) is ignored with a RuntimeWarning, so that it can
+    never prune candidates the client would otherwise see."""
+    if feedback is None:
+        return None
+    if not isinstance(feedback, Mapping):
+        warnings.warn(f'kernels().send(): feedback for {variant} must be a '
+                      f"dict such as {{'runtime': seconds}} or None, not "
+                      f'{type(feedback).__name__}; ignored', RuntimeWarning,
+                      stacklevel=3)
+        return None
+    t = feedback.get('runtime')
+    if t is None:
+        return None
+    if isinstance(t, (bool, np.bool_)) or not isinstance(t, numbers.Real):
+        why = f'a {type(t).__name__}'
+    elif math.isnan(t) or t <= 0:
+        why = repr(float(t))
+    elif math.isinf(t):
+        return None
+    else:
+        return float(t)
+    warnings.warn(f"kernels().send(): feedback 'runtime' for {variant} must "
+                  f'be a positive number of seconds, not {why}; ignored',
+                  RuntimeWarning, stacklevel=3)
+    return None
 
 
 @dataclass(frozen=True)
@@ -170,10 +205,8 @@ class MatMul:
                 continue
 
             src, meta = self.render(cand, dtype, kname)
-            feedback = yield src, meta
-
-            if feedback and feedback.get('runtime') is not None:
-                t = float(feedback['runtime'])
+            t = feedback_runtime((yield src, meta), meta['variant'])
+            if t is not None:
                 best = min(best, t)
                 family_best[cand.family] = min(fb, t)
 

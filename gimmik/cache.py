@@ -10,10 +10,13 @@ interrupted run never leaves a half-written entry behind.
 import hashlib
 import json
 import os
+import re
 import shutil
-import tempfile
+import warnings
 
 import numpy as np
+
+from gimmik.util import atomic_path
 
 _KINDS = ('tune', 'c', 'emulate', 'isa')
 
@@ -65,30 +68,44 @@ def _pow2_divisor(x, cap=16):
     return d
 
 
-def load(key):
-    """The cached JSON object for key, or None (also for a corrupt entry)."""
-    path = _entry(key)
+def load_json(kind, key):
+    """The cached JSON value of one kind for key, or None (also for an
+    entry that cannot be read or parsed, or a cache that cannot be made)."""
+    _check_key(key)
     try:
-        with open(path) as f:
+        with open(_entry(kind, key)) as f:
             return json.load(f)
     except (OSError, ValueError):
         return None
 
 
-def store(key, obj):
-    """Write obj as JSON for key atomically."""
-    d = cache_dir('tune')
-    fd, tmp = tempfile.mkstemp(dir=d, suffix='.part')
+def store_json(kind, key, obj):
+    """Write obj as JSON for key atomically; returns whether it was stored.
+    A cache that cannot be written is a warning, never an error: the caller
+    has its result and only loses the shortcut next time."""
+    _check_key(key)
     try:
-        with os.fdopen(fd, 'w') as f:
-            json.dump(obj, f)
-        os.replace(tmp, _entry(key))
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        with atomic_path(_entry(kind, key)) as tmp:
+            with open(tmp, 'w') as f:
+                json.dump(obj, f)
+                f.flush()
+                os.fsync(f.fileno())
+    except OSError as e:
+        warnings.warn(f'gimmik cache not written ({e}); set GIMMIK_CACHE_DIR '
+                      f'to a writable directory to keep results',
+                      RuntimeWarning, stacklevel=2)
+        return False
+    return True
+
+
+def load(key):
+    """The cached tuning result (a JSON object) for key, or None."""
+    return load_json('tune', key)
+
+
+def store(key, obj):
+    """Store a tuning result for key (see store_json)."""
+    return store_json('tune', key, obj)
 
 
 def clear(kind='tune'):
@@ -111,8 +128,13 @@ def clear(kind='tune'):
     return count
 
 
-def _entry(key):
-    if not isinstance(key, str) or len(key) != 64 or \
-            not set(key) <= set('0123456789abcdef'):
+_KEY = re.compile(r'[0-9a-f]{16,64}\Z')
+
+
+def _check_key(key):
+    if not isinstance(key, str) or not _KEY.match(key):
         raise ValueError(f'not a cache key: {key!r}')
-    return os.path.join(cache_dir('tune'), f'{key}.json')
+
+
+def _entry(kind, key):
+    return os.path.join(cache_dir(kind), f'{key}.json')

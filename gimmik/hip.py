@@ -13,7 +13,7 @@ from gimmik.fragments import mfma_gemm
 from gimmik.order import order_candidates
 
 # gfx arch names (with optional feature suffixes such as :sramecc+:xnack-)
-_ARCH = re.compile(r'gfx[0-9a-f]{3,4}(:[a-z0-9_-]+[+-])*\Z')
+from gimmik.validate import GFX_ARCH as _ARCH  # noqa: E402
 
 # The mfma-dense family (gate 'mfma') is offered only where all of these hold:
 # - dtype float64: it is built on v_mfma_f64_16x16x4f64 (f32 would need a

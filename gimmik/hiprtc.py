@@ -19,12 +19,10 @@ import struct
 import threading
 
 from gimmik.runtime import RuntimeUnavailable
-from gimmik.validate import check_kname
+from gimmik.validate import GFX_ARCH as _ARCH, check_kname
 
 LIB_ENV = 'GIMMIK_HIPRTC_LIB'
 
-# gfx arch names, with optional feature suffixes such as :sramecc+:xnack-
-_ARCH = re.compile(r'gfx[0-9a-f]{3,4}(:[a-z0-9_-]+[+-])*\Z')
 
 # The oldest ROCm whose hiprtc may be asked for an arch.  Older comgr
 # libraries do not know these targets and abort the whole process (seen:
@@ -63,7 +61,9 @@ def _version(path):
     return (int(m.group(1)), int(m.group(2) or 0)) if m else None
 
 
-def _search_dirs():
+def rocm_search_dirs():
+    """Directories searched for ROCm libraries, in order: ROCM_PATH/lib,
+    ROCM_HOME/lib, LD_LIBRARY_PATH, then the usual system directories."""
     dirs = []
     for var in ('ROCM_PATH', 'ROCM_HOME'):
         if os.environ.get(var):
@@ -82,20 +82,31 @@ def find_library():
             raise RuntimeUnavailable(f'{LIB_ENV}={named!r} is not a file')
         return os.path.abspath(named)
     for name, _ in _LIB_NAMES:
-        for d in _search_dirs():
-            if not os.path.isdir(d):
-                continue
-            hits = sorted(f for f in os.listdir(d)
-                          if f == name or f.startswith(name + '.'))
-            if hits:
-                return os.path.join(d, hits[0])
+        hit = find_rocm_library(name)
+        if hit:
+            return hit
     raise RuntimeUnavailable(
         'hiprtc not found: no libhiprtc.so or libamdhip64.so in '
-        + ', '.join(_search_dirs()) + f'; install ROCm (on Debian: apt-get '
+        + ', '.join(rocm_search_dirs())
+        + f'; install ROCm (on Debian: apt-get '
         f'install libamdhip64-5 libhiprtc-builtins5) or set {LIB_ENV}')
 
 
-def _shim_dir(lib):
+def find_rocm_library(name):
+    """The first `name` or `name`.* (e.g. 'libamdhip64.so') in
+    rocm_search_dirs(), or None: the one ROCm library locator."""
+    for d in rocm_search_dirs():
+        try:
+            hits = sorted(f for f in os.listdir(d)
+                          if f == name or f.startswith(name + '.'))
+        except OSError:
+            continue
+        if hits:
+            return os.path.join(d, hits[0])
+    return None
+
+
+def rocm_link_dir(lib):
     """A private directory whose lib/ links libhiprtc.so (and, for a ROCm 5
     library, libamdhip64.so) to `lib`; usable as ROCM_PATH."""
     from gimmik.cache import base_dir
@@ -161,7 +172,7 @@ def load():
             lib, rocm = own, None
         else:
             lib = find_library()
-            rocm = _shim_dir(lib)
+            rocm = rocm_link_dir(lib)
 
         try:
             with rocm_path(rocm):

@@ -21,13 +21,13 @@ import shutil
 import subprocess
 import tempfile
 
+from gimmik import cache
 from gimmik.runtime import RuntimeUnavailable
+from gimmik.validate import GFX_ARCH as _ARCH
 
 # Arches the report is made for by default (MI250X, MI300X)
 DEFAULT_ARCHES = ('gfx90a', 'gfx942')
 
-# gfx arch names, with optional feature suffixes such as :sramecc+:xnack-
-_ARCH = re.compile(r'gfx[0-9a-f]{3,4}(:[a-z0-9_-]+[+-])*\Z')
 
 # Environment variable naming the clang to use (a path or a command name)
 CLANG_ENV = 'GIMMIK_CLANG'
@@ -307,8 +307,7 @@ _memo = {}
 
 
 def cache_dir():
-    from gimmik.cache import cache_dir as kind_dir
-    return kind_dir('isa')
+    return cache.cache_dir('isa')
 
 
 def inspect(src, arch, kname=None):
@@ -325,21 +324,20 @@ def inspect(src, arch, kname=None):
     if key in _memo:
         return dict(_memo[key])
 
-    path = os.path.join(cache_dir(), f'{key}.json')
+    # a cache entry of another shape is made again
+    rep = cache.load_json('isa', key)
     try:
-        with open(path) as f:
-            rep = json.load(f)
         rep['global_loads'] = {int(k): v for k, v in
                                rep['global_loads'].items()}
         rep['global_stores'] = {int(k): v for k, v in
                                 rep['global_stores'].items()}
-    except (OSError, ValueError, KeyError):
+        if rep.get('arch') != arch or not all(
+                isinstance(rep.get(k), (int, float, dict)) for k in KEYS):
+            raise ValueError('incomplete entry')
+    except (TypeError, KeyError, AttributeError, ValueError):
         rep = parse(assemble(src, arch), kname)
         rep['arch'] = arch
-        tmp = f'{path}.{os.getpid()}.tmp'
-        with open(tmp, 'w') as f:
-            json.dump(rep, f)
-        os.replace(tmp, path)
+        cache.store_json('isa', key, rep)
     _memo[key] = rep
     return dict(rep)
 

@@ -21,6 +21,7 @@ import re
 
 import numpy as np
 
+from gimmik.analysis import MAX_DIM, MAX_ENTRIES
 from gimmik.validate import check_matrix
 
 # Where the committed PyFR suite lives, relative to the package; the
@@ -135,6 +136,9 @@ def read_mtx(path):
                              f'columns and entries')
         m, k, nent = size
         _check_shape(path, m, k)
+        if symm != 'general' and m != k:
+            raise ValueError(f'{path}: a {symm} matrix must be square, not '
+                             f'{m} x {k}')
         if len(data) != nent:
             raise ValueError(f'{path}: {nent} entries declared, '
                              f'{len(data)} found')
@@ -150,6 +154,12 @@ def read_mtx(path):
             if not (0 <= i < m and 0 <= j < k):
                 raise ValueError(f'{path}: entry ({i + 1}, {j + 1}) is '
                                  f'outside the {m} x {k} matrix')
+            # a symmetric file holds the lower triangle only (and a
+            # skew-symmetric one no diagonal)
+            if symm != 'general' and (i < j or (i == j and symm !=
+                                                'symmetric')):
+                raise ValueError(f'{path}: entry ({i + 1}, {j + 1}) is not '
+                                 f'below the diagonal of a {symm} matrix')
             A[i, j] += v
             if symm != 'general' and i != j:
                 A[j, i] += v if symm == 'symmetric' else -v
@@ -188,8 +198,9 @@ def read_mtx(path):
 def _check_shape(path, m, k):
     if m < 1 or k < 1:
         raise ValueError(f'{path}: matrix size {m} x {k} is empty')
-    if m*k > 10**8:
-        raise ValueError(f'{path}: matrix size {m} x {k} is absurd')
+    if max(m, k) > MAX_DIM or m*k > MAX_ENTRIES:
+        raise ValueError(f'{path}: matrix size {m} x {k}: m and k must be '
+                         f'at most {MAX_DIM} and m*k at most {MAX_ENTRIES}')
 
 
 def write_mtx(path, A, comment=None):

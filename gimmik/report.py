@@ -23,6 +23,7 @@ import statistics
 
 from gimmik.operators import ELEMENTS, parse_name, sort_key
 from gimmik.sweep import CSV_NAME, SKIPPED, read_rows
+from gimmik.util import atomic_path, atomic_write
 
 MATRIX_ORDER = ('m0', 'm3', 'm6', 'm132', 'm460')
 MATRIX_LABELS = {'m0': 'M0', 'm3': 'M3', 'm6': 'M6', 'm132': 'M132',
@@ -34,16 +35,23 @@ REPORT_NAME = 'report.md'
 
 
 # -- data ------------------------------------------------------------------
-def load(path):
-    """Rows of a sweep: `path` is a sweep directory or its CSV."""
+def load(path, problems=None):
+    """Rows of a sweep: `path` is a sweep directory or its CSV.  Rows that
+    cannot be used are left out and listed in `problems` as (line number,
+    reason) when given."""
     path = os.fspath(path)
     csv_path = os.path.join(path, CSV_NAME) if os.path.isdir(path) else path
     if not os.path.isfile(csv_path):
         raise FileNotFoundError(f'no sweep table at {csv_path} (run gimmik '
                                 f'sweep --out DIR first)')
-    rows = read_rows(csv_path)
+    bad = []
+    rows = read_rows(csv_path, bad)
+    if problems is not None:
+        problems.extend(bad)
     if not rows:
-        raise ValueError(f'{csv_path} has no rows')
+        raise ValueError(f'{csv_path} has no usable rows'
+                         + ''.join(f'; line {ln}: {why}'
+                                   for ln, why in bad[:5]))
     return sorted(rows, key=lambda r: sort_key(r['operator']))
 
 
@@ -154,8 +162,9 @@ def _group_table(rows, keyfn, title):
     return lines
 
 
-def markdown(rows, plots=()):
-    """The report as Markdown text."""
+def markdown(rows, plots=(), problems=()):
+    """The report as Markdown text; `problems` lists the (line, reason) of
+    table rows that could not be used."""
     s = summarise(rows)
     def listed(col, sep=', '):
         return md_escape(sep.join(_distinct(rows, col)))
@@ -176,6 +185,9 @@ def markdown(rows, plots=()):
             f'{len(s["skipped"])} skipped, {len(s["failed"])} failed); '
             f'tuning took {s["tune_s"]:.0f} s in all',
             '']
+    if problems:
+        out += [f'**{len(problems)} rows of the table could not be used** '
+                f'(listed at the end).', '']
     if s['compared']:
         best, worst = s['best'], s['worst']
         out += [
@@ -240,6 +252,11 @@ def markdown(rows, plots=()):
         out += ['', '## Failed and skipped operators', '']
         out += [f'- {md_escape(r["operator"])}: {md_escape(r["error"])}'
                 for r in failed]
+    if problems:
+        out += ['', '## Table rows not used', '',
+                f'{len(problems)} rows of {CSV_NAME} could not be used '
+                f'(run gimmik sweep again to redo them):', '']
+        out += [f'- line {ln}: {md_escape(why)}' for ln, why in problems]
     return '\n'.join(out) + '\n'
 
 
@@ -349,7 +366,7 @@ def plot_bandwidth(rows, path):
             + [r.get('vendor_copy_fraction') or 0 for r in prow])))
         ax.set_ylabel('achieved / copy bandwidth')
     _legend(fig, handles)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format='png')
 
 
 def plot_speedup(rows, path):
@@ -366,7 +383,7 @@ def plot_speedup(rows, path):
             ax.set_yscale('log')
         ax.set_ylabel('speed-up')
     _legend(fig, handles)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format='png')
 
 
 def plot_roofline(rows, path):
@@ -401,12 +418,15 @@ def plot_roofline(rows, path):
     ax.set_ylabel('GFLOP/s')
     ax.set_title('Roofline (filled: gimmik, hollow: vendor BLAS)')
     ax.legend(fontsize=8)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format='png')
 
 
-def report(path, outdir=None, plots=True):
-    """Write report.md (and the plots) for a sweep; returns the paths."""
-    rows = load(path)
+def report(path, outdir=None, plots=True, problems=None):
+    """Write report.md (and the plots) for a sweep; returns the paths.  The
+    (line, reason) of table rows that could not be used are listed in the
+    report and appended to `problems` when given."""
+    problems = [] if problems is None else problems
+    rows = load(path, problems)
     path = os.fspath(path)
     outdir = os.fspath(outdir) if outdir else (
         path if os.path.isdir(path) else os.path.dirname(path) or '.')
@@ -419,12 +439,12 @@ def report(path, outdir=None, plots=True):
             for name, fn in zip(PLOTS, (plot_bandwidth, plot_speedup,
                                         plot_roofline)):
                 target = os.path.join(outdir, name)
-                fn(rows, target)
+                with atomic_path(target) as tmp:
+                    fn(rows, tmp)
                 written.append(target)
                 pngs.append(name)
     md = os.path.join(outdir, REPORT_NAME)
-    with open(md, 'w') as f:
-        f.write(markdown(rows, pngs))
+    atomic_write(md, markdown(rows, pngs, problems))
     return [md] + written
 
 
@@ -440,6 +460,15 @@ def add_arguments(ap):
 
 
 def run(args):
-    for p in report(args.dir, args.out, plots=not args.no_plots):
+    import sys
+
+    problems = []
+    for p in report(args.dir, args.out, plots=not args.no_plots,
+                    problems=problems):
         print(p)
+    if problems:
+        print(f'gimmik report: warning: {len(problems)} rows of the table '
+              f'could not be used (line {problems[0][0]}: {problems[0][1]}'
+              f'{"; ..." if len(problems) > 1 else ""}); they are listed in '
+              f'{REPORT_NAME}', file=sys.stderr)
     return 0

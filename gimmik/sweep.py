@@ -22,20 +22,18 @@ import time
 
 import numpy as np
 
+import gimmik
 from gimmik.analysis import analyse
 from gimmik.operators import default_beta, provenance, safe_name, suite
-from gimmik.runtime import moved_bytes
-from gimmik.validate import check_dtype
+from gimmik import tune as tune_mod
+from gimmik.runtime import get_runtime, moved_bytes
+from gimmik.util import atomic_write
+from gimmik.validate import CLI_DTYPES, check_dtype
 
-PLATFORMS = ('auto', 'hip', 'cuda', 'c')
+PLATFORMS = ('auto',) + tuple(gimmik.PLATFORMS)
 
-# Operators with more non-zeros than this are skipped by default, per
-# platform.  None: no limit (every platform now: C offers its looped
-# rowblock family when unrolled code would take gcc too long).  --max-nnz
-# overrides it.
-DEFAULT_MAX_NNZ = {'c': None, 'hip': None, 'cuda': None}
 SKIPPED = 'skipped'   # error text prefix of an operator left out on purpose
-DTYPES = {'f64': 'float64', 'f32': 'float32'}
+DTYPES = CLI_DTYPES
 
 CSV_NAME = 'sweep.csv'
 JSON_NAME = 'sweep.json'
@@ -86,38 +84,64 @@ def _parse(col, text):
     if col in _INT_COLUMNS:
         return int(text)
     if col in _FLOAT_COLUMNS:
-        return float(text)
+        x = float(text)
+        if not math.isfinite(x):
+            raise ValueError(f'{col} is {text}')
+        return x
     if col in _BOOL_COLUMNS:
+        if text.lower() not in ('true', 'false'):
+            raise ValueError(f'{col} is {text!r}, not true or false')
         return text.lower() == 'true'
     return text
 
 
-def read_rows(path):
-    """Rows of a sweep CSV as dicts with typed values."""
+def _check_row(row):
+    """Why a parsed row cannot be used, or None."""
+    if not row.get('operator'):
+        return 'no operator name'
+    if not row.get('dtype') or not row.get('n') or row['n'] < 1:
+        return 'no dtype or n'
+    if not row.get('error') and not (row.get('candidate')
+                                     and row.get('time_s')
+                                     and row['time_s'] > 0):
+        return 'no error and no timed candidate'
+    return None
+
+
+def read_rows(path, problems=None):
+    """Rows of a sweep CSV as dicts with typed values.  A row that cannot be
+    used (a torn or truncated line, a missing or extra cell, a value that
+    does not parse or is not finite) is left out, and (line number, reason)
+    is appended to `problems` when given."""
     with open(path, newline='') as f:
-        reader = csv.DictReader(f)
-        missing = set(('operator', 'dtype', 'n', 'error')) \
-            - set(reader.fieldnames or ())
-        if missing:
-            raise ValueError(f'{path} is not a gimmik sweep table: no '
-                             f'column {", ".join(sorted(missing))}')
-        rows = []
-        for lineno, rec in enumerate(reader, start=2):
+        text = f.read()
+    reader = csv.DictReader(io.StringIO(text))
+    missing = set(('operator', 'dtype', 'n', 'error')) \
+        - set(reader.fieldnames or ())
+    if missing:
+        raise ValueError(f'{path} is not a gimmik sweep table: no '
+                         f'column {", ".join(sorted(missing))}')
+    lines = text.count('\n') + (not text.endswith('\n'))
+    rows = []
+    for rec in reader:
+        lineno = reader.line_num
+        why = None
+        if None in rec or None in rec.values():
+            why = 'wrong number of cells (a torn line)'
+        elif lineno == lines and not text.endswith('\n'):
+            why = 'the last line is unterminated (a torn write)'
+        else:
             try:
-                rows.append({c: _parse(c, rec.get(c) or '') for c in COLUMNS
-                             if c in rec})
+                row = {c: _parse(c, rec.get(c) or '') for c in COLUMNS
+                       if c in rec}
+                why = _check_row(row)
             except ValueError as e:
-                raise ValueError(f'{path}:{lineno}: bad value: {e}') from e
+                why = f'bad value: {e}'
+        if why is None:
+            rows.append(row)
+        elif problems is not None:
+            problems.append((lineno, why))
     return rows
-
-
-def _atomic_write(path, text):
-    tmp = f'{path}.tmp'
-    with open(tmp, 'w', newline='') as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def write_tables(outdir, rows, config):
@@ -127,13 +151,13 @@ def write_tables(outdir, rows, config):
     w.writerow(COLUMNS)
     for r in rows:
         w.writerow([_fmt(r.get(c)) for c in COLUMNS])
-    _atomic_write(os.path.join(outdir, CSV_NAME), buf.getvalue())
+    atomic_write(os.path.join(outdir, CSV_NAME), buf.getvalue())
 
     clean = [{c: (None if isinstance(r.get(c), float)
                   and not math.isfinite(r[c]) else r.get(c))
               for c in COLUMNS} for r in rows]
     doc = {'config': config, 'columns': list(COLUMNS), 'rows': clean}
-    _atomic_write(os.path.join(outdir, JSON_NAME),
+    atomic_write(os.path.join(outdir, JSON_NAME),
                   json.dumps(doc, indent=1) + '\n')
 
 
@@ -206,57 +230,8 @@ def error_row(name, A, beta, dtype, n, platform, device, error, tune_s):
     return _plain(row)
 
 
-# -- progress --------------------------------------------------------------
-class Progress:
-    """A one-line progress bar on a terminal, plain lines elsewhere."""
-
-    def __init__(self, total, stream=None, enabled=True):
-        self.total, self.done = total, 0
-        self.stream = stream or sys.stderr
-        self.tty = enabled and hasattr(self.stream, 'isatty') \
-            and self.stream.isatty()
-        self.enabled = enabled
-        self.t0 = time.monotonic()
-
-    def _eta(self):
-        if not self.done:
-            return '?'
-        left = (time.monotonic() - self.t0) / self.done \
-            * (self.total - self.done)
-        return f'{int(left // 60)}m{int(left % 60):02d}s'
-
-    def start(self, name):
-        self.name = name
-        self.step(0, 0, '')
-
-    def step(self, done, total, variant):
-        """Redraw the bar with the tuner's progress within an operator
-        (the signature of gimmik.tune.tune's progress callback)."""
-        if self.tty:
-            width = 30
-            fill = width*self.done // max(self.total, 1)
-            bar = '#'*fill + '.'*(width - fill)
-            inner = f' candidate {done}/{total} {variant}' if total else ''
-            self.stream.write(f'\r\033[K[{bar}] {self.done}/{self.total} '
-                              f'ETA {self._eta()} {self.name}{inner:.60s}')
-            self.stream.flush()
-
-    def finish(self, name, message):
-        self.done += 1
-        if self.tty:
-            self.stream.write('\r\033[K')
-        if self.enabled:
-            self.stream.write(f'{self.done:4d}/{self.total} {name:<16s} '
-                              f'{message}\n')
-            self.stream.flush()
-
-    def close(self):
-        if self.tty:
-            self.stream.write('\r\033[K')
-            self.stream.flush()
-
-
-def _summary(row):
+def summary(row):
+    """One line about an operator's row, for progress output."""
     if row['error'].startswith(SKIPPED):
         return row['error']
     if row['error']:
@@ -269,30 +244,46 @@ def _summary(row):
 
 
 # -- the sweep ---------------------------------------------------------------
-def _import_tune():
-    try:
-        import gimmik.tune as tune_mod
-    except ImportError as e:
-        raise RuntimeError(f'gimmik sweep needs gimmik.tune: {e}') from e
-    return tune_mod
+class SweepProgress:
+    """What sweep() reports as it goes; every method does nothing here.  The
+    command line shows a progress bar through a subclass."""
+
+    def begin(self, todo, total, csv_path):
+        """`todo` of `total` operators are to be tuned into csv_path."""
+
+    def start(self, name):
+        """Tuning operator `name` begins."""
+
+    def step(self, done, total, variant):
+        """The tuner's progress within the operator (tune()'s callback)."""
+
+    def finish(self, name, row):
+        """Operator `name` is done; `row` is its table row."""
+
+    def stopped(self, name, budget_s):
+        """The budget of `budget_s` seconds is spent: `name` and the
+        operators after it are left for the next run."""
+
+    def close(self):
+        """The sweep ends (also when interrupted)."""
 
 
 def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
-          n=None, max_nnz='default', runtime=None, use_cache=True,
-          restart=False, progress=True, tune=None, stream=None, mib=None,
-          budget_s=None):
+          n=None, max_nnz=None, runtime=None, use_cache=True,
+          restart=False, progress=None, tune=None, mib=None, budget_s=None):
     """Tune every operator of a suite matching `ops`; returns the rows.
 
     Operators already in DIR/sweep.csv without an error are skipped (unless
-    `restart`); the existing table must be for the same dtype and n.
-    Operators with more than `max_nnz` non-zeros get a 'skipped' row
-    ('default': DEFAULT_MAX_NNZ of the platform; None: no limit).
+    `restart`); the existing table must be for the same dtype and n, and
+    rows of it that cannot be used (torn) are tuned again.  Operators with
+    more than `max_nnz` non-zeros get a 'skipped' row (None: no limit).
     `tune` defaults to gimmik.tune.tune; `runtime` to
-    get_runtime(platform).  `mib` instead of `n` sizes each operator's
-    panels: n columns so that B + C take at least `mib` MiB (panel_n).
-    Every candidate's and vendor formulation's time goes to
-    DIR/candidates.csv.  No operator is started once `budget_s` seconds
-    have passed (the same command resumes)."""
+    get_runtime(platform); `progress` is a SweepProgress.  `mib` instead
+    of `n` sizes each operator's panels: n columns so that B + C take at
+    least `mib` MiB (panel_n).  Every candidate's and vendor formulation's
+    time goes to DIR/candidates.csv.  No operator is started once
+    `budget_s` seconds have passed (progress.stopped says so; the same
+    command resumes)."""
     if platform not in PLATFORMS:
         raise ValueError(f'platform must be one of {", ".join(PLATFORMS)}, '
                          f'not {platform!r}')
@@ -308,7 +299,7 @@ def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
                 or n < 1:
             raise ValueError(f'n must be a positive integer, not {n!r}')
         n = int(n)
-    if max_nnz is not None and max_nnz != 'default' and (
+    if max_nnz is not None and (
             isinstance(max_nnz, bool)
             or not isinstance(max_nnz, (int, np.integer)) or max_nnz < 1):
         raise ValueError(f'max_nnz must be a positive integer, not '
@@ -321,25 +312,25 @@ def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
     operators = suite(ops, ops_path)
 
     if tune is None:
-        tune = _tune_fn()
+        tune = tune_mod.tune
     if runtime is None:
-        from gimmik.runtime import get_runtime
         runtime = get_runtime(platform)
     if n is None and mib is None:
-        n = int(_import_tune().default_n(runtime.name))
+        n = int(tune_mod.default_n(runtime.name))
     itemsize = np.dtype(dtype).itemsize
 
     def n_of(A):
         return n if mib is None else panel_n(A, mib, itemsize)
     device = str(runtime.device)
-    if max_nnz == 'default':
-        max_nnz = DEFAULT_MAX_NNZ.get(runtime.name)
+    if progress is None:
+        progress = SweepProgress()
 
     os.makedirs(os.path.join(outdir, TUNE_DIR), exist_ok=True)
     csv_path = os.path.join(outdir, CSV_NAME)
     rows = {}
     if os.path.exists(csv_path) and not restart:
-        for r in read_rows(csv_path):
+        # rows that cannot be used (e.g. torn) are tuned again
+        for r in read_rows(csv_path, []):
             want = n if mib is None or r['operator'] not in operators \
                 else n_of(operators[r['operator']])
             if r.get('dtype') != dtype or (want is not None
@@ -364,24 +355,18 @@ def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
 
     todo = [name for name in operators
             if name not in rows or rows[name].get('error')]
-    bar = Progress(len(todo), stream=stream, enabled=progress)
-    if progress and len(todo) < len(operators):
-        print(f'resuming: {len(operators) - len(todo)} of {len(operators)} '
-              f'operators already done in {csv_path}',
-              file=stream or sys.stderr)
+    progress.begin(len(todo), len(operators), csv_path)
 
     def ordered():
         return sorted(rows.values(), key=lambda r: _order(r['operator']))
 
-    ahead = _Ahead(runtime, dtype, n_of) if tune is _tune_fn() else None
+    ahead = _Ahead(runtime, dtype, n_of) if tune is tune_mod.tune else None
     try:
         cand_rows = _load_candidate_rows(outdir, rows)
         started = time.monotonic()
         for i, name in enumerate(todo):
             if budget_s is not None and time.monotonic() - started > budget_s:
-                print(f'budget of {budget_s:g} s spent: stopping before '
-                      f'{name}; run the same command again to go on',
-                      file=stream or sys.stderr)
+                progress.stopped(name, budget_s)
                 break
             A = operators[name]
             n_op = n_of(A)
@@ -389,47 +374,41 @@ def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
                 nxt = todo[i + 1]
                 ahead.submit(operators[nxt], default_beta(nxt))
             beta = default_beta(name)
-            bar.start(name)
+            progress.start(name)
             t0 = time.monotonic()
             nnz = int(np.count_nonzero(A))
             if max_nnz is not None and nnz > max_nnz:
                 row = error_row(name, A, beta, dtype, n_op, runtime.name,
                                 device, f'{SKIPPED}: {nnz} non-zeros > '
                                 f'max_nnz {max_nnz}', 0.0)
-                rows[name] = row
-                write_tables(outdir, ordered(), config)
-                bar.finish(name, _summary(row))
-                continue
-            try:
-                result = tune(A, beta=beta, dtype=dtype, n=n_op,
-                              platform=runtime.name, runtime=runtime,
-                              use_cache=use_cache, name=name,
-                              progress=bar.step if bar.tty else None)
-                row = result_row(name, A, beta, result,
-                                 time.monotonic() - t0)
-                _write_tune_json(outdir, name, result)
-                cand_rows[name] = candidate_rows(name, A, beta, result)
-            except (ValueError, TypeError, RuntimeError, OSError,
-                    AssertionError) as e:
-                row = error_row(name, A, beta, dtype, n_op, runtime.name,
-                                device, f'{type(e).__name__}: {e}',
-                                time.monotonic() - t0)
+            else:
+                try:
+                    result = tune(A, beta=beta, dtype=dtype, n=n_op,
+                                  platform=runtime.name, runtime=runtime,
+                                  use_cache=use_cache, name=name,
+                                  progress=progress.step)
+                    row = result_row(name, A, beta, result,
+                                     time.monotonic() - t0)
+                    _write_tune_json(outdir, name, result)
+                    cand_rows[name] = candidate_rows(name, A, beta, result)
+                except Exception as e:   # recorded in the row, not fatal
+                    row = error_row(name, A, beta, dtype, n_op, runtime.name,
+                                    device, f'{type(e).__name__}: {e}',
+                                    time.monotonic() - t0)
             rows[name] = row
             write_tables(outdir, ordered(), config)
             write_candidates(outdir, [cand_rows[r['operator']]
                                       for r in ordered()
                                       if r['operator'] in cand_rows])
-            bar.finish(name, _summary(row))
+            progress.finish(name, row)
     except KeyboardInterrupt:
         if ahead is not None:
             ahead.close(wait=False)
-        bar.close()
-        print(f'interrupted: {len(rows)} operators in {csv_path}; run the '
-              f'same command again to resume', file=stream or sys.stderr)
         raise
+    finally:
+        progress.close()
     if ahead is not None:
         ahead.close()
-    bar.close()
     if not todo:
         write_tables(outdir, ordered(), config)
     return ordered()
@@ -447,7 +426,7 @@ def _write_tune_json(outdir, name, result):
     doc = to_json()
     text = doc if isinstance(doc, str) else json.dumps(doc, indent=1,
                                                        default=str)
-    _atomic_write(os.path.join(outdir, TUNE_DIR, f'{safe_name(name)}.json'),
+    atomic_write(os.path.join(outdir, TUNE_DIR, f'{safe_name(name)}.json'),
                   text + '\n')
 
 
@@ -470,10 +449,8 @@ def add_arguments(ap):
                     help='instead of --n: per operator, n columns so that '
                          'B + C take at least MIB MiB')
     ap.add_argument('--max-nnz', type=int, default=None, metavar='NNZ',
-                    help='skip operators with more non-zeros (default: '
-                    + ', '.join(f'{p} {v or "no limit"}'
-                                for p, v in DEFAULT_MAX_NNZ.items())
-                    + '; 0: no limit)')
+                    help='skip operators with more non-zeros (default and '
+                         '0: no limit)')
     ap.add_argument('--dtype', choices=sorted(DTYPES), default='f64')
     ap.add_argument('--out', default='sweep-results', metavar='DIR',
                     help='output directory (default: %(default)s); an '
@@ -489,16 +466,20 @@ def add_arguments(ap):
 
 
 def run(args):
+    from gimmik.cli import SweepBar
+
     t0 = time.monotonic()
+    bar = SweepBar(quiet=args.quiet)
     try:
         rows = sweep(args.out, ops=args.ops, ops_path=args.ops_path,
                      platform=args.platform, dtype=args.dtype, n=args.n,
                      mib=args.mib, budget_s=args.budget,
-                     max_nnz=('default' if args.max_nnz is None else
-                              args.max_nnz or None),
+                     max_nnz=args.max_nnz or None,
                      use_cache=not args.no_cache, restart=args.restart,
-                     progress=not args.quiet)
+                     progress=bar)
     except KeyboardInterrupt:
+        print(f'interrupted: run the same command again to resume from '
+              f'{os.path.join(args.out, CSV_NAME)}', file=sys.stderr)
         return 130
     bad = [r['operator'] for r in rows
            if r.get('error') and not r['error'].startswith(SKIPPED)]
@@ -531,8 +512,7 @@ def panel_n(A, mib, itemsize=8, multiple=256):
     return -(-cols // multiple)*multiple
 
 
-def _tune_fn():
-    return _import_tune().tune
+
 
 
 class _Ahead:
@@ -550,7 +530,7 @@ class _Ahead:
     def submit(self, A, beta):
         if self.pool is None:
             return
-        prep = _import_tune().prepare
+        prep = tune_mod.prepare
         self.pool.submit(prep, A, beta=beta, dtype=self.dtype, n=self.n_of(A),
                          runtime=self.runtime)
 
@@ -613,4 +593,4 @@ def write_candidates(outdir, per_operator):
         for r in rows:
             w.writerow([r.get(c) if isinstance(r.get(c), str)
                         else _fmt(r.get(c)) for c in CANDIDATE_COLUMNS])
-    _atomic_write(os.path.join(outdir, CANDIDATES_NAME), buf.getvalue())
+    atomic_write(os.path.join(outdir, CANDIDATES_NAME), buf.getvalue())

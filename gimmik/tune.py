@@ -14,7 +14,7 @@ and row alignment; that is also what a cached result is keyed by.
 from dataclasses import dataclass, field
 import math
 import numbers
-import sys
+import os
 
 import numpy as np
 
@@ -23,19 +23,34 @@ from gimmik import cache
 from gimmik.analysis import analyse
 from gimmik.runtime import (Runtime, RuntimeUnavailable, get_runtime,
                             moved_bytes, pick_vendor)
-from gimmik.validate import check_dtype, check_matrix, check_scalar, \
-    check_sizes
+from gimmik.verify import Panels
+from gimmik.validate import CLI_DTYPES, check_dtype, check_matrix, \
+    check_representable, check_scalar, check_sizes
 
 # Default number of columns per platform: small enough on the CPU that
 # tuning one operator takes seconds, large enough on GPUs to fill them.
 DEFAULT_N = {'c': 2**15, 'hip': 2**20, 'cuda': 2**20}
 
-# Largest relative error (max |x - ref| / max |ref|) of a candidate's output
-# against the vendor BLAS's output, by dtype.
+# Largest relative error of a candidate's output against the vendor BLAS's
+# output, by dtype: each element's error relative to its own scale
+# sum_j |A_ij B_jn| + |beta C_in| (gimmik.verify.rel_error).
 TOLERANCE = {'float64': 1e-12, 'float32': 1e-5}
 
 # Timing: launches before timing, and launches timed (their median counts)
 WARMUP, REPEATS = 2, 15
+
+# A measurement far outside the others of the same operator is taken again
+# (up to RETIMES more times, the fastest kept), as a busy machine can slow a
+# whole median: a throughput below 1/OUTLIER_FACTOR of the median of the
+# operator's measurements so far (vendor BLAS included), or a final result
+# below MIN_COPY_FRACTION of the measured copy bandwidth.
+OUTLIER_FACTOR = 4.0
+MIN_COPY_FRACTION = 0.1
+RETIMES = 2
+
+# Host memory the tuner may allocate for its panels, references and buffer
+# sets, as a fraction of the machine's physical memory
+MAX_MEMORY_FRACTION = 0.5
 
 # Buffer rotation: when one set of B and C fits in the last-level cache,
 # enough sets to cover twice the cache are cycled through, at most this many.
@@ -44,9 +59,6 @@ MAX_SETS = 256
 # Bytes copied to measure the copy bandwidth: the traffic of the problem or
 # twice the last-level cache, within these bounds
 COPY_BYTES = (16 << 20, 1 << 30)
-
-# Value of the padding columns of C (ldc > n): a candidate must not write it
-SENTINEL = 1234.5
 
 KNAME = 'gimmik_mm'
 
@@ -105,7 +117,8 @@ class TuneResult:
             'copy_gbps': self.copy_gbps, 'speedup': self.speedup,
             'use_vendor': self.use_vendor,
             'candidates': [{k: c.get(k) for k in ('variant', 'time_s', 'gbps',
-                                                  'correct', 'error')}
+                                                  'correct', 'error',
+                                                  'retimed')}
                            for c in self.candidates],
             'cached': self.cached,
         }
@@ -116,13 +129,58 @@ class TuneResult:
         return obj
 
     @classmethod
-    def _from_cache(cls, obj, name):
+    def _from_cache(cls, obj, name, expect):
+        """The result a cache entry holds; ValueError when the entry is not
+        a complete, sane result with the values of `expect` (a dict)."""
+        _check_entry(obj, expect)
         fields = ('platform', 'device', 'dtype', 'beta', 'n', 'best',
                   'vendor', 'copy_gbps', 'candidates', 'use_vendor', 'm',
                   'k', 'ldb', 'ldc', 'vendor_error')
         res = cls(**{f: obj[f] for f in fields}, cached=True)
         res.operator = name if name is not None else obj.get('operator')
         return res
+
+
+def _positive(x):
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) \
+        and math.isfinite(x) and x > 0
+
+
+def _check_entry(obj, expect):
+    """Raise ValueError unless obj is a well-formed cached TuneResult."""
+    def need(cond, what):
+        if not cond:
+            raise ValueError(f'cache entry: {what}')
+
+    need(isinstance(obj, dict), 'not an object')
+    for key, want in expect.items():
+        need(obj.get(key) == want, f'{key} is {obj.get(key)!r}, not {want!r}')
+    need(isinstance(obj.get('device'), str), 'device')
+    need(_positive(obj.get('copy_gbps')), 'copy_gbps')
+    need(isinstance(obj.get('use_vendor'), bool), 'use_vendor')
+    err = obj.get('vendor_error')
+    need(err is None or (isinstance(err, numbers.Real) and err >= 0),
+         'vendor_error')
+    vendor = obj.get('vendor')
+    need(isinstance(vendor, dict), 'vendor')
+    vt = vendor.get('time_s')
+    need(vt is None or _positive(vt), 'vendor time_s')
+    need(vt is not None or vendor.get('error'), 'vendor without time_s')
+    cands = obj.get('candidates')
+    need(isinstance(cands, list) and all(
+        isinstance(c, dict) and isinstance(c.get('variant'), str)
+        and isinstance(c.get('correct'), bool)
+        and (not c['correct'] or _positive(c.get('time_s')))
+        for c in cands), 'candidates')
+    best = obj.get('best')
+    if best is not None:
+        need(isinstance(best, dict) and isinstance(best.get('variant'), str)
+             and _positive(best.get('time_s')) and _positive(best.get('gbps'))
+             and isinstance(best.get('src'), str)
+             and isinstance(best.get('meta'), dict), 'best')
+    need(obj['use_vendor'] == (vt is not None and (best is None
+                                                   or vt < best['time_s'])),
+         'use_vendor disagrees with the times')
 
 
 def _check_panel(x, name, rows, n, dtype):
@@ -146,6 +204,23 @@ def _ld_align(ldb, ldc, cap=16):
     return a
 
 
+def check_memory(m, k, n, ldb, ldc, itemsize, sets=1, arg='n'):
+    """Refuse (ValueError naming `arg`) a tuning run whose host arrays would
+    not fit in MAX_MEMORY_FRACTION of the physical memory: B, C and their
+    copies, the float64 reference and its scale, and the buffer sets."""
+    need = itemsize*(k*ldb + m*ldc)*(3 + sets) + 8*2*m*n
+    try:
+        total = os.sysconf('SC_PHYS_PAGES')*os.sysconf('SC_PAGE_SIZE')
+    except (ValueError, OSError, AttributeError):
+        return
+    if need > MAX_MEMORY_FRACTION*total:
+        raise ValueError(
+            f'{arg} = {n}: tuning a {m} x {k} operator on {n} columns needs '
+            f'about {need/2**30:.1f} GiB of memory, more than '
+            f'{MAX_MEMORY_FRACTION:.0%} of this machine\'s '
+            f'{total/2**30:.1f} GiB; choose a smaller {arg}')
+
+
 def tune(A, *, beta=0.0, dtype='float64', n=None, ldb=None, ldc=None,
          platform='auto', runtime=None, use_cache=True, progress=None,
          name=None, b=None, c=None):
@@ -160,6 +235,9 @@ def tune(A, *, beta=0.0, dtype='float64', n=None, ldb=None, ldc=None,
     beta = check_scalar(beta, 'beta')
     dt = check_dtype(dtype)
     dname = np.dtype(dt).name
+    # A value beyond the dtype's range would only show up later as a
+    # disagreement with the vendor BLAS
+    check_representable(A, beta, dt)
     if runtime is None:
         if not isinstance(platform, str):
             raise TypeError(f'platform must be a str, not '
@@ -186,6 +264,7 @@ def tune(A, *, beta=0.0, dtype='float64', n=None, ldb=None, ldc=None,
         _check_panel(b, 'b', k, n, dt)
     if c is not None:
         _check_panel(c, 'c', m, n, dt)
+    check_memory(m, k, n, ldb, ldc, np.dtype(dt).itemsize)
 
     key = cache.tune_key(A, beta=beta, dtype=dname, platform=runtime.name,
                          device=str(runtime.device),
@@ -194,11 +273,13 @@ def tune(A, *, beta=0.0, dtype='float64', n=None, ldb=None, ldc=None,
     if use_cache:
         hit = cache.load(key)
         if hit is not None:
+            # the entry of another n in the same n class is shared
+            expect = {'platform': runtime.name, 'dtype': dname, 'beta': beta,
+                      'm': m, 'k': k}
             try:
-                res = TuneResult._from_cache(hit, name)
-                return res
-            except (KeyError, TypeError):
-                pass            # an entry of another layout: tune again
+                return TuneResult._from_cache(hit, name, expect)
+            except (ValueError, KeyError, TypeError, AttributeError):
+                pass            # a malformed entry is tuned again
 
     saved = None if c is None else c.copy()
     try:
@@ -208,7 +289,7 @@ def tune(A, *, beta=0.0, dtype='float64', n=None, ldb=None, ldc=None,
             np.copyto(c, saved)
     res.operator = name
     if use_cache:
-        cache.store(key, res._to_cache())
+        cache.store(key, res._to_cache())   # unwritable: a warning
     return res
 
 
@@ -222,21 +303,13 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
     itemsize = np.dtype(dt).itemsize
     rng = np.random.default_rng()
 
-    # Host panels: B and C0 with sentinel padding, and the output a beta = 0
-    # candidate starts from, poisoned with NaN
-    bh = np.full((k, ldb), SENTINEL, dt)
-    ch = np.full((m, ldc), SENTINEL, dt)
-    # The caller's values when they are all finite (NaN or Inf in them
-    # would make every check vacuous), fresh random ones otherwise
-    bh[:, :n] = _finite_or(b, rng, k, n)
-    ch[:, :n] = _finite_or(c, rng, m, n)
-    cstart = ch.copy()
-    if beta == 0:
-        cstart[:, :n] = np.nan
-
-    exact = A @ np.asarray(bh[:, :n], dtype=np.float64)
-    if beta != 0:
-        exact += beta*np.asarray(ch[:, :n], dtype=np.float64)
+    # Host panels with sentinel padding: the caller's values when they are
+    # all finite (NaN or Inf in them would make every check vacuous), fresh
+    # random ones otherwise; with beta = 0 the output a candidate starts
+    # from is poisoned with NaN
+    p = Panels(rng, A, beta, dt, n, ldb, ldc, b=_finite_or(b, n),
+               c=_finite_or(c, n))
+    bh, ch, cstart = p.bfull, p.c0, p.cfull
     tol = TOLERANCE[np.dtype(dt).name]
 
     # Buffer sets to rotate through when one set fits in the cache
@@ -244,23 +317,29 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
     llc = int(runtime.cache_bytes() or 0)
     nsets = 1 if setbytes > llc else min(MAX_SETS,
                                          -(-2*llc // max(setbytes, 1)))
+    check_memory(m, k, n, ldb, ldc, itemsize, nsets)
     bufs = [(runtime.upload(bh), runtime.upload(ch)) for _ in range(nsets)]
 
     moved = moved_bytes(info, beta, n, itemsize)
 
-    # Checks compare on the device where the runtime can (compare()):
-    # the start of C and the exact result are put there once
+    # Checks compare on the device where the runtime can (compare()): the
+    # start of C, a copy of B and the exact result are put there once
     cstart_buf = runtime.upload(cstart)
-    exact_ref = runtime.reference(exact)
+    b_copy = runtime.clone(bufs[0][0])
+    exact_ref = runtime.reference(p.ref, p.scale)
 
     def run_check(launch, ref):
-        """A launch's first output on a fresh copy of the start of C;
-        returns (the output buffer, its relative error against ref, the C
-        padding is intact)."""
+        """A launch's first output on a fresh copy of the start of C:
+        (the output buffer, its error against ref, why it cannot be right
+        beyond its values: '' when nothing, else the C padding written or B
+        modified, B then being restored)."""
         cbuf = runtime.clone(cstart_buf)
         launch(bufs[0][0], cbuf, n, ldb, ldc)
         err, padok = runtime.compare(cbuf, ref, cstart_buf, n)
-        return cbuf, err, padok
+        if not runtime.same(bufs[0][0], b_copy):
+            bufs[0] = (runtime.clone(b_copy), bufs[0][1])
+            return cbuf, err, 'modified B'
+        return cbuf, err, '' if padok else 'wrote the padding of C beyond n'
 
     def timed(launch):
         state = {'i': 0}
@@ -271,10 +350,27 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
             launch(bb, cb, n, ldb, ldc)
         return runtime.time(rotating, (), warmup=WARMUP, repeats=REPEATS)
 
+    def retimed(launch, t, floor):
+        """t, or the fastest of up to RETIMES new measurements while the
+        throughput stays below `floor` bytes/s; (time, retimes)."""
+        tries = 0
+        while moved / t < floor and tries < RETIMES:
+            t = min(t, timed(launch))
+            tries += 1
+        return t, tries
+
+    def typical():
+        """Median throughput (bytes/s) of the measurements so far."""
+        rates = [moved / r['time_s'] for r in cands if r['correct']]
+        if vtime is not None:
+            rates.append(moved / vtime)
+        return float(np.median(rates)) if rates else 0.0
+
     # The vendor BLAS: the fastest of the library's formulations that agree
     # with NumPy, and the reference every candidate is checked against.
     # Where the platform has none (e.g. no hipBLAS bindings), candidates are
     # checked against NumPy in float64 and the result says why.
+    cands, best, feedback, launches = [], None, None, {}
     try:
         forms = runtime.vendor_formulations(A, 1.0, beta, dt, n=n, ldb=ldb,
                                             ldc=ldc)
@@ -284,14 +380,15 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
         vref, verr, vtime, vlaunch = exact_ref, None, None, None
     if forms is not None:
         # candidates are checked against the first right formulation's
-        # output (one copy kept); every right one is within tol of NumPy
+        # output (one copy kept), with the exact result's element scales;
+        # every right one is within tol of NumPy
         errs, first = {}, []
 
         def vcheck(launch):
-            out, err, pad = run_check(launch, exact_ref)
-            if not pad or err > tol:
+            out, err, bad = run_check(launch, exact_ref)
+            if bad or err > tol:
                 return (f'disagrees with NumPy (relative error {err:.3g}'
-                        f'{"" if pad else ", wrote C padding"})')
+                        f'{", " + bad if bad else ""})')
             errs[launch] = err
             if not first:
                 first.append(out)
@@ -302,7 +399,7 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
                 f'fails in every formulation: '
                 + '; '.join(f'{r["name"]}: {r["error"]}' for r in vrecs))
         vname, vlaunch, vtime = vbest
-        vref, verr = first[0], errs[vlaunch]
+        vref, verr = (first[0], exact_ref[1]), errs[vlaunch]
         vendor = {'time_s': vtime, 'gbps': moved / vtime / 1e9,
                   'formulation': vname,
                   'formulations': [{**r, 'gbps': (moved / r['time_s'] / 1e9
@@ -314,27 +411,27 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
     total = _count(mm, dt, opts)
     _prepare(runtime, mm, dt)
     kgen = mm.kernels(dt, kname=KNAME, **opts)
-    cands, best, feedback = [], None, None
     while True:
         try:
             src, meta = kgen.send(feedback)
         except StopIteration:
             break
         rec = {'variant': meta['variant'], 'time_s': None, 'gbps': None,
-               'correct': False, 'error': None}
+               'correct': False, 'error': None, 'retimed': 0}
         feedback = {'runtime': None}
         try:
             launch = runtime.compile(src, meta)
-            _, err, padok = run_check(launch, vref)
-            if err > tol or not padok:
+            _, err, bad = run_check(launch, vref)
+            if err > tol or bad:
                 rec['error'] = (f'relative error {err:.3g} against the '
                                 f'{"vendor BLAS" if vlaunch else "reference"}'
-                                if err > tol else
-                                'wrote the padding of C beyond n')
+                                if err > tol else bad)
             else:
                 rec['correct'] = True
-                t = timed(launch)
+                t, rec['retimed'] = retimed(launch, timed(launch),
+                                            typical() / OUTLIER_FACTOR)
                 rec.update(time_s=t, gbps=moved / t / 1e9)
+                launches[meta['variant']] = launch
                 feedback = {'runtime': t,
                             **runtime.launch_feedback(src, meta)}
                 if best is None or t < best['time_s']:
@@ -352,6 +449,19 @@ def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
     lo, hi = COPY_BYTES
     cbytes = min(max(moved, 2*llc, lo), hi)
     copy_gbps = runtime.copy_bandwidth(cbytes) / 1e9
+
+    # The numbers reported: retaken where far below the copy bandwidth
+    floor = MIN_COPY_FRACTION*copy_gbps*1e9
+    if best is not None:
+        rec = next(r for r in cands if r['variant'] == best['variant'])
+        t, tries = retimed(launches[best['variant']], best['time_s'], floor)
+        if tries:
+            rec['retimed'] += tries
+            rec.update(time_s=t, gbps=moved / t / 1e9)
+            best.update(time_s=t, gbps=rec['gbps'])
+    if vtime is not None:
+        vtime = retimed(vlaunch, vtime, floor)[0]
+        vendor.update(time_s=vtime, gbps=moved / vtime / 1e9)
     return TuneResult(
         platform=runtime.name, device=str(runtime.device),
         dtype=np.dtype(dt).name, beta=beta, n=n, best=best, vendor=vendor,
@@ -383,12 +493,14 @@ def _prepare(runtime, mm, dt):
         pass
 
 
-def _finite_or(x, rng, rows, n):
+def _finite_or(x, n):
+    """The first n columns of a caller's panel when all finite, else None
+    (fresh random values)."""
     if x is not None:
         x = x[:, :n]
         if np.isfinite(x).all():
             return x
-    return rng.standard_normal((rows, n))
+    return None
 
 
 def _count(mm, dt, opts):
@@ -413,16 +525,15 @@ def _plain(obj):
 
 
 # -- command line ------------------------------------------------------------
-_CLI_DTYPES = {'f64': 'float64', 'f32': 'float32'}
 
 
 def add_arguments(ap):
     ap.add_argument('operator', nargs='?', metavar='OPERATOR',
                     help='a MatrixMarket .mtx file or FILE.npz:KEY')
-    ap.add_argument('--platform', choices=('auto', 'hip', 'cuda', 'c'),
+    ap.add_argument('--platform', choices=('auto',) + tuple(gimmik.PLATFORMS),
                     default='auto',
                     help='where to tune (auto: hip, then cuda, then c)')
-    ap.add_argument('--dtype', choices=tuple(_CLI_DTYPES), default='f64')
+    ap.add_argument('--dtype', choices=tuple(CLI_DTYPES), default='f64')
     ap.add_argument('--beta', type=float, default=0.0,
                     help='C = A*B + beta*C (default 0)')
     ap.add_argument('--n', type=int, default=None,
@@ -448,45 +559,22 @@ def run(args):
     if args.operator is None:
         raise ValueError('OPERATOR is required (a .mtx file or FILE.npz:KEY)')
 
+    from gimmik.cli import TuneBar
     from gimmik.operators import load_operator
     name, A = load_operator(args.operator)
-    bar = ProgressBar(sys.stderr) if sys.stderr.isatty() else None
+    bar = TuneBar()
     try:
-        res = tune(A, beta=args.beta, dtype=_CLI_DTYPES[args.dtype],
+        res = tune(A, beta=args.beta, dtype=CLI_DTYPES[args.dtype],
                    n=args.n, platform=args.platform,
                    use_cache=not args.no_cache, name=name,
-                   progress=bar.update if bar else None)
+                   progress=bar.update)
     finally:
-        if bar:
-            bar.close()
+        bar.close()
     if args.json:
         print(json.dumps(res.to_json(), indent=1))
     else:
         print(format_table(res))
     return 0
-
-
-class ProgressBar:
-    """A one-line progress bar on a terminal stream."""
-
-    WIDTH = 30
-
-    def __init__(self, stream):
-        self.stream = stream
-        self.shown = False
-
-    def update(self, done, total, label):
-        total = max(total or done, 1)
-        fill = self.WIDTH*done // total
-        self.stream.write(f'\r[{"#"*fill}{"."*(self.WIDTH - fill)}] '
-                          f'{done}/{total} {label[:40]:<40}')
-        self.stream.flush()
-        self.shown = True
-
-    def close(self):
-        if self.shown:
-            self.stream.write('\r' + ' '*(self.WIDTH + 52) + '\r')
-            self.stream.flush()
 
 
 def format_table(res):

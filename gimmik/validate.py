@@ -10,12 +10,21 @@ import re
 
 import numpy as np
 
-from gimmik.analysis import MAX_DIM, MAX_UNROLLED_NNZ
+from gimmik.analysis import MAX_DIM, MAX_ENTRIES, MAX_UNROLLED_NNZ
 
 _IDENT = re.compile(r'[A-Za-z_][A-Za-z0-9_]*\Z')
 
-# C, C++ and HIP/CUDA words a kernel may not be named after
-_RESERVED = frozenset('''
+# AMD GPU arch names, with optional feature suffixes such as :sramecc+:xnack-
+GFX_ARCH = re.compile(r'gfx[0-9a-f]{3,4}(:[a-z0-9_-]+[+-])*\Z')
+
+# Kernel names.  A kname becomes an external symbol of the generated source,
+# which is compiled next to the headers and runtime of its platform (C with
+# libm and OpenMP, HIP/CUDA with their device headers, the CPU executor's
+# shim gimmik/emulate/hip_shim.h).  The same rule applies on every platform:
+# a name is refused when it is a keyword, belongs to a namespace the C
+# standard, POSIX, OpenMP or a GPU toolkit reserves, or is a name one of
+# those sources or libraries defines.
+_KEYWORDS = frozenset('''
     alignas alignof and and_eq asm auto bitand bitor bool break case catch
     char char8_t char16_t char32_t class co_await co_return co_yield compl
     concept const consteval constexpr constinit const_cast continue decltype
@@ -25,14 +34,141 @@ _RESERVED = frozenset('''
     register reinterpret_cast requires restrict return short signed sizeof
     static static_assert static_cast struct switch template this
     thread_local throw true try typedef typeid typename union unsigned using
-    virtual void volatile wchar_t while xor xor_eq _Bool _Complex _Imaginary
-    _Alignas _Alignof _Atomic _Generic _Noreturn _Static_assert
-    _Thread_local main threadIdx blockIdx blockDim gridDim warpSize
-    NULL gimmik_v2
-'''.split())  # reliability: NULL and gimmik_v2 (a template typedef) broke builds
+    virtual void volatile wchar_t while xor xor_eq main
+'''.split())
+
+# Functions, types and objects of the C and C++ standard libraries, POSIX
+# and the GPU device languages that a kernel's translation unit may see.
+_MATH = '''
+    acos acosh asin asinh atan atan2 atanh cbrt ceil copysign cos cosh erf
+    erfc exp exp2 expm1 fabs fdim floor fma fmax fmin fmod frexp hypot ilogb
+    ldexp lgamma llrint llround log log10 log1p log2 logb lrint lround modf
+    nan nearbyint nextafter nexttoward pow remainder remquo rint round
+    scalbln scalbn sin sinh sqrt tan tanh tgamma trunc
+    sincos sinpi cospi rsqrt rcbrt exp10 erfinv erfcinv normcdf normcdfinv
+    j0 j1 jn y0 y1 yn rnorm norm norm3d norm4d rhypot saturate
+'''.split()
+_LIBRARY = frozenset(_MATH + [f + s for f in _MATH for s in ('f', 'l')] + '''
+    abs labs llabs div ldiv lldiv min max swap isnan isinf isfinite isnormal
+    signbit fpclassify isgreater isless isunordered
+    printf fprintf sprintf snprintf vprintf puts putchar fputs fputc getchar
+    scanf sscanf fopen fclose fread fwrite fflush perror remove rename
+    stdin stdout stderr errno assert abort exit atexit quick_exit getenv
+    system malloc calloc realloc free aligned_alloc posix_memalign alloca
+    memcpy memmove memset memcmp memchr strlen strcpy strncpy strcmp strncmp
+    strcat strchr strdup qsort bsearch rand srand atoi atof atol strtod
+    strtol time clock signal raise setjmp longjmp
+    va_list va_start va_end va_arg offsetof
+    dim3 half half2 bfloat16 nv_bfloat16 nv_bfloat162 float16 char1
+    threadIdx blockIdx blockDim gridDim warpSize clock64 syncthreads
+    std nvcuda wmma cooperative_groups cuda hip rocwmma
+    kernel gemm
+'''.split())
+
+# Name patterns reserved by those standards and toolkits
+_RESERVED_PATTERNS = re.compile(r'''(?x)
+      _.*                                # the implementation's (C, C++)
+    | [A-Z0-9_]+                         # macro style: NAN, INFINITY, EOF
+    | .*_t                               # POSIX types: size_t, int32_t
+    | (omp|ompt|ompd|kmp|gomp|GOMP|KMP|OMP)_.*   # OpenMP, libgomp, libomp
+    | (cuda|hip|cu|nv|rocm|hsa|amd|cublas|rocblas|hipblas)[A-Z].*  # APIs
+    | (hsa|amd|nv)_.*                    # ROCm and CUDA C names
+    | (u?char|u?short|u?int|u?long|u?longlong|float|double|half|bf16)
+      [1-8]                              # vector types: double2, float4
+    | make_.* | atomic.* | tex[1-3]D.* | surf.*
+'''.strip())
+
+_DECL = re.compile(r'''(?x)
+      \#\s*define\s+([A-Za-z_]\w*)
+    | \b(?:struct|enum|union|class|namespace|typedef[^;]*?)\s+([A-Za-z_]\w*)
+      \s*[;{]
+    | \b([A-Za-z_]\w*)\s*\(
+''')
+
+
+def _source_names():
+    """Names declared or called in the kernel templates and the CPU
+    executor's shim (Mako code, comments and ${...} stripped first)."""
+    import glob
+    import os
+
+    here = os.path.dirname(__file__)
+    files = glob.glob(os.path.join(here, 'kernels', '**', '*.mako'),
+                      recursive=True) \
+        + glob.glob(os.path.join(here, 'emulate', '**', '*.h'),
+                    recursive=True)
+    names = set()
+    for path in files:
+        with open(path) as f:
+            names.update(re.findall(r'\bgimmik_[A-Za-z0-9_]*[A-Za-z0-9]',
+                                    f.read()))
+        with open(path) as f:
+            text = f.read()
+        if path.endswith('.mako'):
+            text = re.sub(r'<%.*?%>', ' ', text, flags=re.S)
+            text = re.sub(r'</?%[^>]*>', ' ', text)
+            text = re.sub(r'\$\{[^}]*\}', ' ', text)
+            text = '\n'.join(ln for ln in text.splitlines()
+                             if not ln.lstrip().startswith(('%', '##')))
+        text = re.sub(r'//[^\n]*|/\*.*?\*/', ' ', text, flags=re.S)
+        for m in _DECL.finditer(text):
+            names.add(next(g for g in m.groups() if g))
+    return names
+
+
+_RESERVED = None
+
+
+def reserved_names():
+    """The explicit set of refused kernel names (patterns aside)."""
+    global _RESERVED
+    if _RESERVED is None:
+        _RESERVED = frozenset(_KEYWORDS | _LIBRARY | _source_names()
+                              | set(keyword.kwlist))
+    return _RESERVED
+
+
+def _library_symbol(kname):
+    """Whether the C library, libm, libstdc++ or an OpenMP runtime exports
+    kname (a kernel of that name would replace or shadow it)."""
+    import ctypes
+
+    global _LIBS
+    if _LIBS is None:
+        _LIBS = []
+        for name in (None, 'libc.so.6', 'libm.so.6', 'libgomp.so.1',
+                     'libstdc++.so.6', 'libomp.so'):
+            try:
+                _LIBS.append(ctypes.cdll.LoadLibrary(name))
+            except OSError:
+                continue
+    return any(hasattr(lib, kname) for lib in _LIBS)
+
+
+_LIBS = None
+
+
+def _gimmik_name(kname):
+    """Whether kname is, or extends, a gimmik_ name that the kernel sources,
+    the CPU executor or the ISA prelude define (gimmik_v2, gimmik_emu...);
+    gimmik_mm and the rest of the gimmik_ name space are the caller's."""
+    global _GIMMIK
+    if _GIMMIK is None:
+        _GIMMIK = {n for n in reserved_names() if n.startswith('gimmik_')} \
+            | {'gimmik_emu', 'gimmik_isa', 'gimmik_lds', 'gimmik_kernel'}
+    return kname.startswith('gimmik_') and (
+        re.match(r'gimmik_v\d', kname) is not None
+        or any(kname == g or kname.startswith(g + '_') for g in _GIMMIK))
+
+
+_GIMMIK = None
+
 
 _DTYPES = {np.dtype(np.float32): np.float32, np.dtype(np.float64): np.float64}
 
+
+# The command line's dtype names
+CLI_DTYPES = {'f64': 'float64', 'f32': 'float32'}
 
 _DTYPE_NAMES = {'f32': np.float32, 'float32': np.float32, 'f4': np.float32,
                 'single': np.float32, 'f64': np.float64, 'float64': np.float64,
@@ -57,34 +193,57 @@ def check_dtype(dtype, arg='dtype'):
     return _DTYPES[dt]
 
 
+def _check_shape(shape, arg):
+    m, k = shape
+    if max(m, k) > MAX_DIM or m*k > MAX_ENTRIES:
+        raise ValueError(f'{arg} has shape {tuple(shape)}: m and k must be at '
+                         f'most {MAX_DIM} and m*k at most {MAX_ENTRIES}')
+
+
 def check_matrix(A, arg='A'):
     """Return A as a new float64 2-D array after checking it."""
     if isinstance(A, (str, bytes)) or A is None:
         raise TypeError(f'{arg} must be a 2-D array of floats, '
                         f'not {type(A).__name__}')
+    if type(A).__module__.startswith('scipy.sparse'):
+        # a SciPy sparse matrix or array: bounded, then made dense
+        shape = getattr(A, 'shape', ())
+        if len(shape) != 2:
+            raise ValueError(f'{arg} must be 2-D, not {len(shape)}-D')
+        _check_shape(shape, arg)
+        A = A.toarray()
+    if isinstance(A, np.ma.MaskedArray):
+        if np.ma.getmaskarray(A).any():
+            raise ValueError(f'{arg} is a masked array with '
+                             f'{int(np.ma.count_masked(A))} masked values: '
+                             f'give their values (e.g. {arg}.filled(0))')
+        A = np.ma.getdata(A)
     try:
         arr = np.asarray(A)
-    except Exception as e:  # ragged lists and the like
+    except ValueError as e:  # ragged lists and the like
         raise ValueError(f'{arg} is not a rectangular array: {e}') from e
+    except Exception as e:  # e.g. a device array that will not convert
+        raise TypeError(f'{arg} ({type(A).__name__}) cannot be converted to '
+                        f'a NumPy array: {e}') from e
 
     if arr.dtype.kind not in 'fiu' or arr.dtype == np.float16 \
             or arr.dtype.kind == 'b':
-        raise TypeError(f'{arg} must hold real floats, not {arr.dtype}')
+        what = 'Python objects' if arr.dtype.kind == 'O' \
+            else f'{arr.dtype} values'
+        raise TypeError(f'{arg} must hold real floats (a 2-D NumPy array, '
+                        f'nested list or SciPy sparse matrix), not {what}')
     if arr.ndim != 2:
         raise ValueError(f'{arg} must be 2-D, not {arr.ndim}-D')
     if arr.size == 0:
         raise ValueError(f'{arg} is empty (shape {arr.shape})')
-    if max(arr.shape) > MAX_DIM:
-        raise ValueError(f'{arg} has shape {arr.shape}: m and k must be at '
-                         f'most {MAX_DIM}')
+    _check_shape(arr.shape, arg)
 
     arr = np.array(arr, dtype=np.float64)
     if not np.isfinite(arr).all():
         raise ValueError(f'{arg} contains NaN or Inf')
     if not arr.any():
         raise ValueError(f'{arg} is all zeros')
-    # reliability: a dense 10000 x 10000 A used to pass and then take hours
-    # and gigabytes to unroll
+    # every non-zero becomes code: bound the size of the unrolled kernels
     nnz = int(np.count_nonzero(arr))
     if nnz > MAX_UNROLLED_NNZ:
         raise ValueError(f'{arg} has {nnz} non-zeros: at most '
@@ -98,15 +257,14 @@ def check_scalar(x, arg):
         raise TypeError(f'{arg} must be a real number, not {type(x).__name__}')
     try:
         x = float(x)
-    except OverflowError as e:  # reliability: huge ints used to escape
+    except OverflowError as e:  # an int beyond the float64 range
         raise ValueError(f'{arg} is too large for a float64') from e
     if not math.isfinite(x):
         raise ValueError(f'{arg} must be finite, not {x}')
     return x
 
 
-# Kernels take n, ldb and ldc as C ints (reliability: larger values used to
-# be baked in and overflow)
+# Kernels take n, ldb and ldc as C ints: larger values are refused
 MAX_INT = 2**31 - 1
 
 
@@ -146,20 +304,25 @@ def check_sizes(n, ldb, ldc, aligne):
 
 
 def check_kname(kname, arg='kname'):
+    """Return kname after checking that it is a plain C identifier that
+    clashes with nothing the generated source or its runtime uses."""
     if not isinstance(kname, str):
         raise TypeError(f'{arg} must be a str, not {type(kname).__name__}')
     if not _IDENT.match(kname) or not kname.isascii():
         raise ValueError(f'{arg} {kname!r} is not a plain C identifier')
-    if kname in _RESERVED or keyword.iskeyword(kname) \
-            or kname.startswith('__') or kname.startswith('gimmik_emu'):
-        raise ValueError(f'{arg} {kname!r} is a reserved word')
+    if kname in reserved_names() or _RESERVED_PATTERNS.fullmatch(kname) \
+            or _gimmik_name(kname) or _library_symbol(kname):
+        raise ValueError(f'{arg} {kname!r} is reserved: it would clash with '
+                         f'a keyword, type, macro or library function the '
+                         f'kernel source or its runtime uses (choose a '
+                         f'lower-case name such as gimmik_mm_1)')
     return kname
 
 
 def check_representable(A, beta, dtype):
     """Check that A and beta survive the conversion to dtype: no value
-    overflows to Inf and A does not become all zeros.  (Reliability: float32
-    used to emit `inff` literals for |values| beyond 3.4e38.)"""
+    overflows to Inf (an `inff` literal) and A does not become all
+    zeros."""
     if dtype != np.float32:
         return
     big = float(np.finfo(np.float32).max)
@@ -177,12 +340,12 @@ def c_literal(x, dtype):
         v = np.float32(x)
         s = np.format_float_scientific(v, unique=True, trim='0')
         if np.float32(s) != v or not np.isfinite(v):
-            raise AssertionError(f'{x!r} does not round-trip as float32')
+            raise ValueError(f'{x!r} does not round-trip as float32')
         return s + 'f'
     v = float(x)
     s = repr(v)
     if float(s) != v or not math.isfinite(v):
-        raise AssertionError(f'{x!r} does not round-trip as float64')
+        raise ValueError(f'{x!r} does not round-trip as float64')
     if '.' not in s and 'e' not in s:
         s += '.0'
     return s

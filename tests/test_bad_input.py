@@ -122,9 +122,7 @@ BAD_KNAMES = [
 ]
 
 # -- platform generators and their option catalogues -----------------------------
-PLATFORMS = {'hip': ('gimmik.hip', 'HIPMatMul'),
-             'cuda': ('gimmik.cuda', 'CUDAMatMul'),
-             'c': ('gimmik.c', 'CMatMul')}
+from gimmik import PLATFORMS  # noqa: E402  platform -> (module, class)
 
 # (platform, label, options, argument named)
 BAD_OPTIONS = [

@@ -146,7 +146,7 @@ def test_shim_links_the_library(monkeypatch, tmp_path):
     monkeypatch.setenv('GIMMIK_CACHE_DIR', str(tmp_path / 'cache'))
     target = tmp_path / 'libamdhip64.so.5.2.1'
     target.write_bytes(b'')
-    root = hiprtc._shim_dir(str(target))
+    root = hiprtc.rocm_link_dir(str(target))
     assert os.path.realpath(root).startswith(str(tmp_path / 'cache'))
     for name in ('libhiprtc.so', 'libamdhip64.so'):
         link = os.path.join(root, 'lib', name)

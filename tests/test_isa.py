@@ -442,3 +442,19 @@ def test_mfma_dense_count_full(name):
     _clang_or_skip()
     check_mfma(name)
 
+
+
+@pytest.mark.parametrize('entry', ['[]', 'null', '{"arch": "gfx942"}',
+                                   '{"global_loads": {"x": 1}}', '{"trunc'])
+def test_malformed_cache_entry_is_made_again(monkeypatch, tmp_path, entry):
+    _clang_or_skip()
+    monkeypatch.setenv('GIMMIK_CACHE_DIR', str(tmp_path))
+    src = NT_KERNEL.replace('8192', '10240')
+    isa._memo.clear()
+    first = isa.inspect(src, 'gfx942')
+    isa._memo.clear()
+    (path,) = (tmp_path / 'isa').glob('*.json')
+    path.write_text(entry)
+    assert isa.inspect(src, 'gfx942') == first
+    isa._memo.clear()
+    assert isa.inspect(src, 'gfx942') == first    # rewritten

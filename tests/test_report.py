@@ -156,7 +156,7 @@ def test_errors(tmp_path, capsys):
     assert main(['report', str(tmp_path)]) == 2
     assert 'no sweep table' in capsys.readouterr().err
     (tmp_path / 'sweep.csv').write_text(','.join(COLUMNS) + '\n')
-    with pytest.raises(ValueError, match='no rows'):
+    with pytest.raises(ValueError, match='no usable rows'):
         report(tmp_path)
 
 

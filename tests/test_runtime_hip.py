@@ -254,8 +254,10 @@ def test_runtime_plumbing_with_stand_in(stand_in, rng, dtype, beta):
     assert set(forms) == {'hipblas-nn', 'hipblas-nt'}
     assert all(f['error'] is None for f in forms.values()), forms
     assert {'NN', 'NT'} <= set(stand_in.blas.ops)
-    assert res.vendor['time_s'] == min(f['time_s'] for f in forms.values())
-    assert forms[res.vendor['formulation']]['time_s'] == res.vendor['time_s']
+    # the fastest formulation wins (its time may since have been retaken)
+    fastest = min(forms, key=lambda f: forms[f]['time_s'])
+    assert res.vendor['formulation'] == fastest
+    assert res.vendor['time_s'] <= forms[fastest]['time_s']
     assert res.vendor_error <= {'float64': 1e-13, 'float32': 1e-5}[dtype]
     assert res.candidates and all(c['correct'] for c in res.candidates), \
         res.candidates

@@ -13,7 +13,8 @@ import pytest
 from gimmik.analysis import analyse
 from gimmik.operators import suite
 from gimmik.runtime import moved_bytes
-from gimmik.sweep import COLUMNS, Progress, read_rows, sweep
+from gimmik.cli import SweepBar
+from gimmik.sweep import COLUMNS, read_rows, sweep
 
 OPS = 'p1-quad-*,p1-tri-m0'   # 6 small operators
 
@@ -61,8 +62,7 @@ class FakeTune:
 def run(tmp_path, tune, **kw):
     kw.setdefault('ops', OPS)
     kw.setdefault('n', 1000)
-    return sweep(tmp_path, runtime=FakeRuntime(), tune=tune, progress=False,
-                 **kw)
+    return sweep(tmp_path, runtime=FakeRuntime(), tune=tune, **kw)
 
 
 def test_rows(tmp_path):
@@ -114,7 +114,7 @@ def test_rows(tmp_path):
 def test_progress_through_the_tuner(tmp_path):
     tty = FakeTTY()
     sweep(tmp_path, ops='p1-tri-m0', n=10, runtime=FakeRuntime(),
-          tune=FakeTune(), stream=tty)
+          tune=FakeTune(), progress=SweepBar(tty))
     text = tty.getvalue()
     assert 'candidate 1/2 cstream/w2' in text
     assert '1/1 p1-tri-m0' in text
@@ -200,23 +200,36 @@ class FakeTTY(io.StringIO):
 
 def test_progress():
     tty = FakeTTY()
-    bar = Progress(2, stream=tty)
+    bar = SweepBar(tty)
+    bar.begin(2, 3, 'x/sweep.csv')
     bar.start('p1-hex-m0')
     bar.step(3, 7, 'bstream/w2')
-    assert tty.getvalue().endswith('p1-hex-m0 candidate 3/7 bstream/w2')
-    bar.finish('p1-hex-m0', 'ok')
+    assert 'p1-hex-m0' in tty.getvalue()
+    assert 'candidate 3/7 bstream/w2' in tty.getvalue()
+    row = {'error': 'skipped: too big'}
+    bar.finish('p1-hex-m0', row)
     bar.start('p1-hex-m3')
-    bar.finish('p1-hex-m3', 'ok')
+    bar.finish('p1-hex-m3', row)
     bar.close()
     text = tty.getvalue()
-    assert '\r\033[K[' in text and '0/2' in text and '1/2' in text
-    assert '2/2 p1-hex-m3' in text
+    assert 'resuming: 1 of 3 operators already done in x/sweep.csv' in text
+    assert '2/2 p1-hex-m3' in text and '1/2' in text
 
+    # elsewhere (a log file): plain lines, no bar; quiet: nothing
     plain = io.StringIO()
-    bar = Progress(1, stream=plain)
+    bar = SweepBar(plain)
+    bar.begin(1, 1, 'x')
     bar.start('x')
-    bar.finish('x', 'done')
-    assert plain.getvalue() == '   1/1 x                done\n'
+    bar.finish('x', row)
+    bar.close()
+    assert plain.getvalue() == '   1/1 x                skipped: too big\n'
+    quiet = FakeTTY()
+    bar = SweepBar(quiet, quiet=True)
+    bar.begin(1, 2, 'x')
+    bar.start('x')
+    bar.finish('x', row)
+    bar.close()
+    assert quiet.getvalue() == ''
 
 
 def test_cli_errors(tmp_path, capsys):
@@ -270,22 +283,3 @@ def test_max_nnz(tmp_path):
     assert {c['name'] for c in tune.calls} == skipped
     with pytest.raises(ValueError, match='max_nnz'):
         run(tmp_path, FakeTune(), max_nnz=0)
-
-
-def test_default_max_nnz_per_platform(tmp_path, monkeypatch):
-    """By default no platform skips an operator (C falls back on its looped
-    family for the densest ones); a per-platform default still applies."""
-    from gimmik import sweep as sweep_mod
-    assert all(v is None for v in sweep_mod.DEFAULT_MAX_NNZ.values())
-    FakeRuntime.name = 'c'
-    try:
-        rows = run(tmp_path / 'a', FakeTune(), ops='p6-pyr-m132,p1-tri-m0')
-        assert all(r['error'] == '' for r in rows)
-        monkeypatch.setitem(sweep_mod.DEFAULT_MAX_NNZ, 'c', 5000)
-        rows = run(tmp_path / 'b', FakeTune(), ops='p6-pyr-m132,p1-tri-m0')
-    finally:
-        FakeRuntime.name = 'fake'
-    byname = {r['operator']: r for r in rows}
-    assert byname['p6-pyr-m132']['error'] == \
-        'skipped: 58288 non-zeros > max_nnz 5000'
-    assert byname['p1-tri-m0']['error'] == ''

@@ -44,13 +44,13 @@ def test_bad_dtypes(bad):
         check_dtype(bad)
 
 
-@pytest.mark.parametrize('good', ['k', 'gimmik_mm', '_x1', 'mm_p3_hex'])
+@pytest.mark.parametrize('good', ['k', 'gimmik_mm', 'x_1', 'mm_p3_hex'])
 def test_good_knames(good):
     assert check_kname(good) == good
 
 
 @pytest.mark.parametrize('bad', ['', '1abc', 'a b', 'int', 'while', 'main',
-                                 'k(){}; void x', 'a-b', 'café', '__x',
+                                 'k(){}; void x', 'a-b', 'café', '__x', '_x1',
                                  'threadIdx', 'k\n'])
 def test_bad_knames(bad):
     with pytest.raises(ValueError, match='kname'):

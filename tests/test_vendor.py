@@ -368,6 +368,7 @@ def test_bench_summary(tmp_path):
     for op, form, vt, ct, bc, vc, sp in ops:
         row = dict.fromkeys(COLUMNS)
         row.update(operator=op, dtype='float64', n=256, error='',
+                   candidate='cstream/width1', time_s=vt/sp,
                    vendor_formulation=form, vendor_time_s=vt,
                    copy_fraction=bc, vendor_copy_fraction=vc, speedup=sp)
         rows.append(row)
@@ -455,8 +456,8 @@ def fake_cupy(monkeypatch):
     cp.cuda = SimpleNamespace(
         get_current_stream=lambda: SimpleNamespace(ptr=0),
         device=SimpleNamespace(get_cublas_handle=lambda: 'handle'))
-    cp.isfinite, cp.abs, cp.array_equal = np.isfinite, np.abs, \
-        np.array_equal
+    cp.isfinite, cp.abs, cp.where = np.isfinite, np.abs, np.where
+    cp.array_equal = np.array_equal
     cp.cublas = ModuleType('cupy.cublas')
     cp.cublas.gemm = gemm
     monkeypatch.setitem(sys.modules, 'cupy', cp)
@@ -531,17 +532,22 @@ def test_cuda_formulation_setup_failures_are_listed(fake_cupy, monkeypatch,
 def test_cuda_compare_on_the_device(fake_cupy, rng):
     rt = fake_cupy.rt
     start = _dev(np.full((3, 10), 7.0))
-    ref = rt.reference(rng.standard_normal((3, 8)))
+    values = rng.standard_normal((3, 8))
+    scale = np.abs(values) + 1.0
+    ref = rt.reference(values, scale)
     buf = rt.clone(start)
     assert isinstance(buf, DevArray) and buf is not start
-    buf[:, :8] = ref
+    buf[:, :8] = values
     assert rt.compare(buf, ref, start, 8) == (0.0, True)
-    buf[1, 2] += 1e-9*np.abs(ref).max()
+    # each element against its own scale
+    buf[1, 2] += 1e-9*scale[1, 2]
     err, pad = rt.compare(buf, ref, start, 8)
     assert 0.9e-9 < err < 1.1e-9 and pad
+    assert rt.same(buf, buf) and not rt.same(buf, start)
     buf[0, 9] = 0.0
     assert rt.compare(buf, ref, start, 8)[1] is False
     buf[2, 0] = np.nan
     assert rt.compare(buf, ref, start, 8)[0] == np.inf
     f32 = _dev(np.zeros((3, 8), np.float32))
-    assert rt.compare(f32, np.zeros((3, 8)), f32, 8) == (0.0, True)
+    assert rt.compare(f32, rt.reference(np.zeros((3, 8)), np.ones((3, 8))),
+                      f32, 8) == (0.0, True)

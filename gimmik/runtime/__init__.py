@@ -8,9 +8,10 @@ elements, exactly as the kernels see them.
 
 from abc import ABC, abstractmethod
 import importlib
-import math
 
 import numpy as np
+
+from gimmik.verify import rel_error
 
 
 # platform name -> module providing `Runtime` (a subclass of Runtime below)
@@ -100,20 +101,29 @@ class Runtime(ABC):
         runtime copies on the device)."""
         return self.upload(self._host(buf))
 
-    def reference(self, host):
-        """A reference for compare() from a host array (the array itself
-        unless the runtime compares on the device)."""
-        return host
+    def same(self, buf, other):
+        """Whether two buffers of one shape hold the same values."""
+        a, b = (x if isinstance(x, np.ndarray) else self._host(x)
+                for x in (buf, other))
+        return bool(np.array_equal(a, b))
+
+    def reference(self, values, scale):
+        """A reference for compare(): float64 values (a host array, or a
+        buffer of this runtime) and each element's scale (a host array, see
+        gimmik.verify), kept where the runtime compares."""
+        return (values, scale)
 
     def compare(self, buf, ref, start, n):
-        """(relative error of the first n columns of buf against those of
-        ref, the columns of buf beyond n equal those of start): ref is from
-        reference() or a buffer, start a buffer of buf's shape.  The error
-        is max |buf - ref| / max |ref|, infinite when buf has a NaN or
+        """(error of the first n columns of buf against reference() ref,
+        each element relative to its own scale (gimmik.verify.rel_error),
+        the columns of buf beyond n equal those of start): start is a
+        buffer of buf's shape.  The error is infinite when buf has a NaN or
         Inf."""
-        out, ref, start = (x if isinstance(x, np.ndarray) else self._host(x)
-                           for x in (buf, ref, start))
-        return (rel_error(out[:, :n], ref[:, :n]),
+        values, scale = ref
+        out, values, start = (x if isinstance(x, np.ndarray)
+                              else self._host(x)
+                              for x in (buf, values, start))
+        return (rel_error(out[:, :n], values[:, :n], scale),
                 bool(np.array_equal(out[:, n:], start[:, n:])))
 
     def _host(self, buf):
@@ -135,15 +145,6 @@ class Runtime(ABC):
         """Size of the last-level cache in bytes (0: unknown).  The tuner
         rotates through several buffer sets when one set would fit in it."""
         return 0
-
-
-def rel_error(x, ref):
-    """max |x - ref| / max |ref| (inf when x or ref has a NaN or Inf)."""
-    x = np.asarray(x, dtype=np.float64)
-    if not (np.isfinite(x).all() and np.isfinite(ref).all()):
-        return math.inf
-    scale = max(float(np.abs(ref).max()), np.finfo(np.float64).tiny)
-    return float(np.abs(x - ref).max()) / scale
 
 
 def failed_launch(error):

@@ -31,25 +31,8 @@ _state = {}
 # -- loading hip-python and the HIP runtime library --------------------------
 def _find_amdhip():
     """A libamdhip64.so* on the paths hiprtc searches too, or None."""
-    from gimmik.hiprtc import _search_dirs
-    for d in _search_dirs():
-        try:
-            hits = sorted(f for f in os.listdir(d)
-                          if f == 'libamdhip64.so'
-                          or f.startswith('libamdhip64.so.'))
-        except OSError:
-            continue
-        if hits:
-            return os.path.join(d, hits[0])
-    return None
-
-
-def _link_dir(lib):
-    """A private ROCM_PATH-like directory whose lib/libamdhip64.so links to
-    `lib` (Debian ships only the versioned libamdhip64.so.5, which hip-python
-    does not look for): the one gimmik.hiprtc makes."""
-    from gimmik.hiprtc import _shim_dir
-    return _shim_dir(lib)
+    from gimmik.hiprtc import find_rocm_library
+    return find_rocm_library('libamdhip64.so')
 
 
 def load_hip():
@@ -68,7 +51,8 @@ def load_hip():
                     'no HIP runtime library: libamdhip64.so not found in '
                     'ROCM_PATH, LD_LIBRARY_PATH or the system library '
                     'directories; install ROCm (Debian: libamdhip64-5)')
-            rocm = _link_dir(lib)
+            from gimmik.hiprtc import rocm_link_dir
+            rocm = rocm_link_dir(lib)
         from gimmik.hiprtc import rocm_path
         try:
             with rocm_path(rocm):
