@@ -35,12 +35,15 @@ MAX_EST_REGISTERS_DEFAULT = 160
 # estimates are rough; ptxas takes what it needs below the cap).
 MIN_REGISTER_CAP = 168
 
-# A candidate whose register estimate is at most this many gets no minimum
-# of blocks per SM in its launch bounds: ptxas then keeps its registers low
-# (on the H100 at PyFR's panels, ptxas given 3 blocks of 128 threads per SM
-# hoisted loads into 118 registers where 48 do; bench/results/
-# pyfr-walk-analysis.md).
+# A candidate of these families whose register estimate is at most this
+# many gets no minimum of blocks per SM in its launch bounds: ptxas then
+# keeps its registers low (on the H100 at PyFR's panels, ptxas given 3
+# blocks of 128 threads per SM hoisted loads into 118 registers where 48 do;
+# bench/results/pyfr-walk-analysis.md).  The families staging B through
+# shared memory keep theirs: without it ptxas (sm_80) spilled an f32
+# bstream-msplit.
 FREE_REGISTER_ESTIMATE = 64
+FREE_REGISTER_FAMILIES = ('cstream', 'cstream-mblock', 'bstream')
 
 # Registers of one SM: a block of t threads may use 64K/t per thread at most.
 SM_REGISTERS = 65536
@@ -202,7 +205,8 @@ class CUDAMatMul(MatMul):
         block = kern.geometry().block
         nthreads = block[0]*block[1]*block[2]
         est = kern.registers()
-        if est <= FREE_REGISTER_ESTIMATE:
+        if (kern.name in FREE_REGISTER_FAMILIES
+                and est <= FREE_REGISTER_ESTIMATE):
             return {'ld': kern.params.get('ld', 'nc'), 'minblocks': None}
         regs = max(register_budget(est), MIN_REGISTER_CAP)
         return {'ld': kern.params.get('ld', 'nc'),

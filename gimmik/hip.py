@@ -2,7 +2,6 @@
 gfx950)."""
 
 import numbers
-import re
 
 import numpy as np
 
@@ -11,9 +10,7 @@ from gimmik.base import MAX_SHARED, MatMul
 from gimmik.families.mfma_dense import MfmaDense
 from gimmik.fragments import mfma_gemm
 from gimmik.order import order_candidates
-
-# gfx arch names (with optional feature suffixes such as :sramecc+:xnack-)
-from gimmik.validate import GFX_ARCH as _ARCH  # noqa: E402
+from gimmik.validate import GFX_ARCH
 
 # The mfma-dense family (gate 'mfma') is offered only where all of these hold:
 # - dtype float64: it is built on v_mfma_f64_16x16x4f64 (f32 would need a
@@ -129,7 +126,7 @@ class HIPMatMul(MatMul):
     platform = 'hip'
 
     def _check_opts(self, gcn_arch='gfx942', warp_size=64):
-        if not isinstance(gcn_arch, str) or not _ARCH.match(gcn_arch):
+        if not isinstance(gcn_arch, str) or not GFX_ARCH.match(gcn_arch):
             raise ValueError(f'gcn_arch {gcn_arch!r} is not a gfx arch name')
         # an integral 32 or 64: the launch bounds are printed from it
         if isinstance(warp_size, bool) or not isinstance(

@@ -42,8 +42,7 @@ def test_panel_n():
 
 def test_mib_sizes_each_operator(tmp_path):
     tune = VendorTune()
-    rows = sweep(tmp_path, ops=OPS, mib=2, runtime=FakeRuntime(), tune=tune,
-                 progress=False)
+    rows = sweep(tmp_path, ops=OPS, mib=2, runtime=FakeRuntime(), tune=tune)
     ops = suite(OPS)
     assert len(rows) == len(ops)
     for call in tune.calls:
@@ -55,12 +54,11 @@ def test_mib_sizes_each_operator(tmp_path):
     assert {r['vendor_formulation'] for r in rows} == {'lt/h0'}
     # resuming with the same --mib does nothing; another --mib refuses
     again = VendorTune()
-    sweep(tmp_path, ops=OPS, mib=2, runtime=FakeRuntime(), tune=again,
-          progress=False)
+    sweep(tmp_path, ops=OPS, mib=2, runtime=FakeRuntime(), tune=again)
     assert again.calls == []
     with pytest.raises(ValueError, match='n '):
         sweep(tmp_path, ops=OPS, mib=3, runtime=FakeRuntime(),
-              tune=VendorTune(), progress=False)
+              tune=VendorTune())
 
 
 @pytest.mark.parametrize('kw,match', [
@@ -69,12 +67,12 @@ def test_mib_sizes_each_operator(tmp_path):
 def test_mib_bad_input(tmp_path, kw, match):
     with pytest.raises(ValueError, match=match):
         sweep(tmp_path, ops=OPS, runtime=FakeRuntime(), tune=VendorTune(),
-              progress=False, **kw)
+              **kw)
 
 
 def test_candidate_table(tmp_path):
     sweep(tmp_path, ops=OPS, n=1000, runtime=FakeRuntime(),
-          tune=VendorTune(fail={'p1-quad-m3'}), progress=False)
+          tune=VendorTune(fail={'p1-quad-m3'}))
     recs = read_candidates(tmp_path)
     assert recs and list(recs[0]) == list(CANDIDATE_COLUMNS)
     ops = [r['operator'] for r in recs]
@@ -91,7 +89,7 @@ def test_candidate_table(tmp_path):
     assert float(one[3]['gbps']) > 0 and float(one[3]['copy_fraction']) > 0
     # the failed operator is retried; the others' rows are kept
     sweep(tmp_path, ops=OPS, n=1000, runtime=FakeRuntime(),
-          tune=VendorTune(), progress=False)
+          tune=VendorTune())
     again = read_candidates(tmp_path)
     assert [r for r in again if r['operator'] != 'p1-quad-m3'] == recs
     assert any(r['operator'] == 'p1-quad-m3' for r in again)
@@ -115,7 +113,7 @@ def test_building_ahead(tmp_path, monkeypatch):
     class Ahead(FakeRuntime):
         prepare_ahead = True
     sweep(tmp_path, ops='p1-quad-m0,p1-quad-m3,p1-tri-m0', mib=1,
-          runtime=Ahead(), progress=False)
+          runtime=Ahead())
     ops = suite('p1-quad-m0,p1-quad-m3,p1-tri-m0')
     names = list(ops)
     tuned = [e[1] for e in events if e[0] == 'tune']
@@ -125,17 +123,21 @@ def test_building_ahead(tmp_path, monkeypatch):
         (ops[x].shape, panel_n(ops[x], 1)) for x in names[1:]]
     # without prepare_ahead nothing is built ahead
     events.clear()
-    sweep(tmp_path / 'b', ops=OPS, n=1000, runtime=FakeRuntime(),
-          progress=False)
+    sweep(tmp_path / 'b', ops=OPS, n=1000, runtime=FakeRuntime())
     assert events and all(e[0] == 'tune' for e in events)
 
 
-def test_budget(tmp_path, capsys):
-    tune = VendorTune()
+def test_budget(tmp_path):
+    from gimmik.sweep import SweepProgress
+
+    class Progress(SweepProgress):
+        def stopped(self, name, budget_s):
+            self.said = (name, budget_s)
+    tune, progress = VendorTune(), Progress()
     rows = sweep(tmp_path, ops=OPS, n=1000, runtime=FakeRuntime(), tune=tune,
-                 progress=False, budget_s=-1)
+                 budget_s=-1, progress=progress)
     assert rows == [] and tune.calls == []
-    assert 'budget of -1 s spent' in capsys.readouterr().err
+    assert progress.said[1] == -1 and progress.said[0] in suite(OPS)
     rows = sweep(tmp_path, ops=OPS, n=1000, runtime=FakeRuntime(), tune=tune,
-                 progress=False, budget_s=1e9)
+                 budget_s=1e9)
     assert len(rows) == len(suite(OPS))
