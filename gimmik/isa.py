@@ -306,8 +306,6 @@ REPORT_VERSION = 2
 _memo = {}
 
 
-def cache_dir():
-    return cache.cache_dir('isa')
 
 
 def inspect(src, arch, kname=None):

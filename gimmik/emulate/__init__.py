@@ -15,11 +15,14 @@ Compiled kernels are cached on disk by a hash of everything that went in.
 import ctypes
 import hashlib
 import os
+import shutil
 import subprocess
 import tempfile
 
 import numpy as np
 
+from gimmik.cache import cache_dir
+from gimmik.util import atomic_path
 from gimmik.validate import MAX_INT, check_kname
 
 _SHIM = os.path.join(os.path.dirname(__file__), 'hip_shim.h')
@@ -32,11 +35,6 @@ _loaded = {}
 
 class EmulatorError(RuntimeError):
     """A kernel misbehaved in the executor (divergent barrier or MFMA)."""
-
-
-def cache_dir():
-    from gimmik.cache import cache_dir as kind_dir
-    return kind_dir('emulate')
 
 
 def asan_enabled():
@@ -78,7 +76,7 @@ def compile_kernel(src, meta, kname='gimmik_mm', shim_path=_SHIM,
     if key in _loaded:
         return _loaded[key]
 
-    sopath = os.path.join(cache_dir(), f'{key}.so')
+    sopath = os.path.join(cache_dir('emulate'), f'{key}.so')
     if not os.path.exists(sopath):
         with tempfile.TemporaryDirectory() as tmp:
             cpp = os.path.join(tmp, 'kernel.cpp')
@@ -91,7 +89,8 @@ def compile_kernel(src, meta, kname='gimmik_mm', shim_path=_SHIM,
             if r.returncode:
                 raise RuntimeError(f'the host compiler rejected the kernel:\n'
                                    f'{r.stderr[-4000:]}')
-            os.replace(out, sopath)   # atomic: concurrent runs are safe
+            with atomic_path(sopath) as part:   # concurrent runs are safe
+                shutil.copyfile(out, part)
 
     lib = ctypes.CDLL(sopath)
     lib.gimmik_emu_entry.restype = ctypes.c_int

@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from gimmik.cache import cache_dir
+from gimmik.util import atomic_path
 from gimmik.runtime import Runtime as _Runtime, RuntimeUnavailable
 from gimmik.validate import check_kname
 
@@ -154,12 +155,9 @@ class Runtime(_Runtime):
             if r.returncode:
                 raise RuntimeError(f'the C compiler ({self.cc}) rejected the '
                                    f'kernel:\n{r.stderr[-4000:]}')
-            # Copy next to the target, then rename: atomic for other readers
-            fd, part = tempfile.mkstemp(dir=os.path.dirname(sopath),
-                                        suffix='.part')
-            os.close(fd)
-            shutil.copyfile(out, part)
-            os.replace(part, sopath)
+            # readers see no half-written library
+            with atomic_path(sopath) as part:
+                shutil.copyfile(out, part)
 
     def prepare(self, kernels):
         """Compile the sources not yet in the cache, os.cpu_count() at a
