@@ -8,6 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# Row groups of OperatorInfo.group_reads
+GROUP_READS = 8
+
 # Viability heuristics.  A family is only offered when A looks like the kind
 # of operator it was built for.
 DENSE_DENSITY = 0.5        # mfma/mma dense families: fraction of non-zeros
@@ -29,6 +32,10 @@ class OperatorInfo:
     last: tuple       # last non-zero column per row, -1 for an all-zero row
     bix: tuple        # rows of B that A uses (columns of A with a non-zero)
     zero_rows: tuple  # rows of A that are entirely zero
+    # B rows the GROUP_READS contiguous row groups of similar work read in
+    # all, over the B rows used: how often a row-blocked kernel reads each
+    # used value of B (1 where the groups use disjoint rows of B)
+    group_reads: float
 
 
 def analyse(A):
@@ -50,7 +57,26 @@ def analyse(A):
         last=tuple(int(x) for x in last),
         bix=tuple(int(x) for x in bix),
         zero_rows=tuple(int(x) for x in np.flatnonzero(~anyrow)),
+        group_reads=(sum(int(nzmask[r0:r1].any(axis=0).sum())
+                         for r0, r1 in balanced_row_groups(A, GROUP_READS))
+                     / max(1, len(bix))),
     )
+
+
+def balanced_row_groups(A, parts):
+    """Split the rows of A into `parts` contiguous groups of similar nnz
+    (each group's cost is its loads of B plus its FMAs)."""
+    m = A.shape[0]
+    if parts >= m:
+        return [(i, i + 1) if i < m else (m, m) for i in range(parts)]
+    cost = (A != 0).sum(axis=1) + 1
+    cum = np.concatenate([[0], np.cumsum(cost)])
+    bounds = [0]
+    for p in range(1, parts):
+        b = int(np.searchsorted(cum, cum[-1]*p/parts))
+        bounds.append(min(max(b, bounds[-1] + 1), m - (parts - p)))
+    bounds.append(m)
+    return list(zip(bounds[:-1], bounds[1:]))
 
 
 def split_even(count, parts):

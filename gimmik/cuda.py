@@ -41,7 +41,10 @@ MIN_REGISTER_CAP = 168
 # blocks of 128 threads per SM hoisted loads into 118 registers where 48 do;
 # bench/results/pyfr-walk-analysis.md).  The families staging B through
 # shared memory keep theirs: without it ptxas (sm_80) spilled an f32
-# bstream-msplit.
+# bstream-msplit.  bstream-warprows never gets one: its accumulators live
+# only while their rows are under way and ptxas (CUDA 13, sm_90) keeps it
+# below its estimate without (48 registers on a 150 x 125 operator with 4
+# warps, 136 with 3 blocks a SM asked for).
 FREE_REGISTER_ESTIMATE = 64
 FREE_REGISTER_FAMILIES = ('cstream', 'cstream-mblock', 'bstream')
 
@@ -102,6 +105,9 @@ CANDIDATES = [
     ('bstream-msplit', dict(width=1, msplit=8, bsz=32, ld='cs'), 'stream'),
     ('bstream-msplit', dict(width=1, msplit=16, bsz=32, ld='cs'), 'stream'),
     ('cstream', dict(width=2, ld='cs'), 'w2 stream'),
+    ('bstream-warprows', dict(msplit=4, bsz=24, ld='cg', st='cg'), 'stream'),
+    ('bstream-warprows', dict(msplit=8, bsz=24, ld='cg', st='cg'),
+     'bigm stream'),
     ('cstream', dict(width=1, ld='reload'), 'bigk stream'),
     ('cstream-mblock', dict(width=1, groups=8, ld='nc'), 'bigm stream'),
     ('cstream-mblock', dict(width=1, groups=16, ld='nc'), 'bigm stream'),
@@ -206,10 +212,13 @@ class CUDAMatMul(MatMul):
         nthreads = block[0]*block[1]*block[2]
         est = kern.registers()
         if (kern.name in FREE_REGISTER_FAMILIES
-                and est <= FREE_REGISTER_ESTIMATE):
-            return {'ld': kern.params.get('ld', 'nc'), 'minblocks': None}
+                and est <= FREE_REGISTER_ESTIMATE
+                or kern.name == 'bstream-warprows'):
+            return {'ld': kern.params.get('ld', 'nc'),
+                    'st': kern.params.get('st', 'cs'), 'minblocks': None}
         regs = max(register_budget(est), MIN_REGISTER_CAP)
         return {'ld': kern.params.get('ld', 'nc'),
+                'st': kern.params.get('st', 'cs'),
                 'minblocks': max(1, min(2048 // nthreads,
                                         SM_REGISTERS // (nthreads*regs)))}
 

@@ -39,6 +39,12 @@ change, all of them towards the simpler streaming kernels:
 - many rows: the predicted cstream-mblock group count is m/32 whatever
   beta (at PyFR's panel, 8 to 16 groups are within 1 % of the best count
   on the operators that read C, where 512 MiB panels want m/4 to m/8);
+  bstream-warprows (4, then 8 warps; 8 first where rows have fewer than 8
+  non-zeros) goes first where A is sparser than 0.4 and 8 row groups
+  would read each used row of B at least 4 times (group_reads: face
+  interpolation and lifting operators, whose rows each touch a line of
+  points), else after three cstream-mblock group counts; where k > m the
+  plain cstream comes third;
 - wide and sparser than 0.4: cstream then bstream (one column a thread)
   before the k-split.
 
@@ -82,6 +88,16 @@ FEW_FLOPS = 24
 # whatever beta
 BAKED_MBLOCK_ROWS = 32
 
+# With n baked, many rows, sparser than MSPLIT_DENSITY: the per-warp
+# m-split bstream (B read once a block) first where the row groups of
+# cstream-mblock would read each used B value at least this many times
+# (OperatorInfo.group_reads), else after WARPROWS_AFTER of cstream-mblock's
+# group counts
+WARPROWS_GROUP_READS = 4
+WARPROWS_AFTER = 3
+# ... with 8 warps before 4 where rows have fewer non-zeros than this
+WARPROWS_FEW_TERMS = 8
+
 # With n baked: wide (k > m) operators sparser than MSPLIT_DENSITY offer
 # these first (one column a thread, C then B streamed)
 BAKED_WIDE_FIRST = (('cstream', dict(width=1, ld='nc')),
@@ -114,12 +130,15 @@ def _prefs_gemm(beta):
     return [(g, dict(p, tiles=p.get('tiles'))) for p in order]
 
 
+def _nnz_per_row(info):
+    return info.nnz / max(1, info.m - len(info.zero_rows))
+
+
 def _mblock_groups(info, beta, n=None):
     """Predicted best row-group count of cstream-mblock (a power of two,
     at least 8): 24 rows a group for beta = 0; with C read, 4 rows a group
     where rows have fewer than 8 non-zeros, else 8."""
-    per_row = info.nnz / max(1, info.m - len(info.zero_rows))
-    rows = 24 if not beta else (4 if per_row < 8 else 8)
+    rows = 24 if not beta else (4 if _nnz_per_row(info) < 8 else 8)
     if n is not None and BAKED_MBLOCK_ROWS:
         rows = BAKED_MBLOCK_ROWS
     g = max(8, info.m / rows)
@@ -176,6 +195,18 @@ def _prefs_stream(info, cands, beta, n=None):
     ks4 = ('cstream-ksplit', dict(ksplit=4))
     if m > BIG_M and 'cstream-mblock' in families:
         mb = _prefs_mblock(info, beta, cands, n)
+        if n is not None and 'bstream-warprows' in families:
+            wr = [('bstream-warprows', dict(msplit=4)),
+                  ('bstream-warprows', dict(msplit=8))]
+            if _nnz_per_row(info) < WARPROWS_FEW_TERMS:
+                wr = wr[::-1]
+            if k > m:     # wide: the plain stream among the first
+                mb = mb[:2] + [stream_w1] + mb[2:]
+            if (info.group_reads >= WARPROWS_GROUP_READS
+                    and info.density < MSPLIT_DENSITY):
+                mb = wr + mb
+            else:
+                mb = mb[:WARPROWS_AFTER] + wr + mb[WARPROWS_AFTER:]
         if 'mma-gemm' in families:   # the sparse tensor-core rows
             gs = [('mma-gemm', dict(shape='m16n8k8', mwarps=2, nwarps=4,
                                     wm=2, wn=4)),

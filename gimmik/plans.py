@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gimmik.analysis import chunks, ksplit_ranges, split_even
+from gimmik.analysis import (balanced_row_groups, chunks, ksplit_ranges,
+                             split_even)
 
 
 @dataclass
@@ -51,22 +52,6 @@ def bstream_plan(A):
     return plan
 
 
-def balanced_row_groups(A, parts):
-    """Split the rows of A into `parts` contiguous groups of similar nnz
-    (each group's cost is its loads of B plus its FMAs)."""
-    m = A.shape[0]
-    if parts >= m:
-        return [(i, i + 1) if i < m else (m, m) for i in range(parts)]
-    cost = (A != 0).sum(axis=1) + 1
-    cum = np.concatenate([[0], np.cumsum(cost)])
-    bounds = [0]
-    for p in range(1, parts):
-        b = int(np.searchsorted(cum, cum[-1]*p/parts))
-        bounds.append(min(max(b, bounds[-1] + 1), m - (parts - p)))
-    bounds.append(m)
-    return list(zip(bounds[:-1], bounds[1:]))
-
-
 @dataclass
 class MsplitPlan:
     """bstream-msplit: wavefront y owns rows groups[y]; B's used rows are
@@ -100,6 +85,66 @@ def msplit_plan(A, msplit, bsz):
         loads.append(load_y)
     nacc = max(r1 - r0 for r0, r1 in groups)
     return MsplitPlan(groups, chs, updates, nacc, loads)
+
+
+@dataclass
+class WarpRowsPlan:
+    """bstream-warprows: warp y owns the rows rows[y] of C (every msplit-th
+    row from y).  B's used rows go straight from global into a
+    double-buffered shared chunk; chunks[q] are the B rows of chunk q and
+    loads[q][y] the chunk rows warp y fetches.  steps[q][y] walks the chunk
+    rows warp y uses: (r, updates, done) with updates [(i, value, first)]
+    and done the rows of C whose last term that is (stored right there,
+    freeing their accumulators).  idle[y]: warp y's rows that A leaves zero;
+    live: the most accumulators one warp holds at once."""
+    rows: list         # [y] -> [i]
+    chunks: list       # [q] -> [j]
+    loads: list        # [q][y] -> [r]
+    steps: list        # [q][y] -> [(r, [(i, value, first)], [i])]
+    idle: list         # [y] -> [i]
+    live: int
+
+
+def warprows_plan(A, msplit, bsz):
+    m = A.shape[0]
+    msplit = min(msplit, m)
+    rows = [list(range(y, m, msplit)) for y in range(msplit)]
+    bix = [int(j) for j in np.flatnonzero((A != 0).any(axis=0))]
+    chs = chunks(bix, bsz)
+    pos = {j: q*bsz + r for q, ch in enumerate(chs) for r, j in enumerate(ch)}
+    # the B position (chunk-major) of each row's first and last term
+    nz = [[pos[int(j)] for j in np.flatnonzero(A[i])] for i in range(m)]
+    last = {i: max(p) for i, p in enumerate(nz) if p}
+    steps, loads, live = [], [], 0
+    started = set()
+    for q, ch in enumerate(chs):
+        per_y = []
+        for y in range(msplit):
+            walk = []
+            for r, j in enumerate(ch):
+                ups = []
+                for i in rows[y]:
+                    if A[i, j] != 0:
+                        ups.append((i, A[i, j], i not in started))
+                        started.add(i)
+                if ups:
+                    done = [i for i, _, _ in ups if last[i] == q*bsz + r]
+                    walk.append((r, ups, done))
+            per_y.append(walk)
+        steps.append(per_y)
+        loads.append([list(range(y, len(ch), msplit))
+                      for y in range(msplit)])
+    for y in range(msplit):
+        # accumulators open at each B position: started and not yet stored
+        events = sorted([(min(nz[i]), 1) for i in rows[y] if nz[i]]
+                        + [(last[i] + 1, -1) for i in rows[y] if nz[i]],
+                        key=lambda e: (e[0], e[1]))
+        open_ = 0
+        for _, d in events:
+            open_ += d
+            live = max(live, open_)
+    idle = [[i for i in rows[y] if not nz[i]] for y in range(msplit)]
+    return WarpRowsPlan(rows, chs, loads, steps, idle, live)
 
 
 @dataclass

@@ -146,3 +146,55 @@ def test_balanced_row_groups_nonempty_and_contiguous(rng):
         assert groups[0][0] == 0
         assert all(a[1] == b[0] for a, b in zip(groups, groups[1:]))
         assert groups[-1][1] == 10 or parts > 10
+
+
+@pytest.mark.parametrize('msplit,bsz', [(1, 24), (3, 5), (4, 24), (8, 7)])
+def test_warprows_plan_terms_loads_and_retirement(rng, msplit, bsz):
+    A = rng.standard_normal((13, 11))*(rng.random((13, 11)) < 0.35)
+    A[4] = 0.0                     # a zero row: idle, never updated
+    A[:, 6] = 0.0                  # an unused column of A: never loaded
+    A[0, 0] = A[12, 10] = 1.0
+    B = rng.standard_normal((11, 5))
+    wr = plans.warprows_plan(A, msplit, bsz)
+    msplit = min(msplit, 13)
+    assert wr.rows == [list(range(y, 13, msplit)) for y in range(msplit)]
+    assert [j for ch in wr.chunks for j in ch] == list(analyse(A).bix)
+    assert all(len(ch) <= bsz for ch in wr.chunks)
+    terms, firsts, done = [], [], []
+    for q, per_y in enumerate(wr.steps):
+        for y, walk in enumerate(per_y):
+            for r, ups, fin in walk:
+                assert all(i in wr.rows[y] for i, _, _ in ups)
+                terms += [(i, wr.chunks[q][r], v) for i, v, _ in ups]
+                firsts += [i for i, _, first in ups if first]
+                done += fin
+                # a row is stored once, where its last term is added
+                assert set(fin) <= {i for i, _, _ in ups}
+    assert np.allclose(evaluate(terms, 13, B), A @ B)
+    nonzero = [i for i in range(13) if A[i].any()]
+    assert sorted(firsts) == sorted(done) == nonzero
+    assert [i for y in wr.idle for i in y] == [4]
+    # every chunk row is fetched by exactly one warp
+    for q, ch in enumerate(wr.chunks):
+        assert sorted(r for ld in wr.loads[q] for r in ld) == \
+            list(range(len(ch)))
+    # live: the most accumulators a warp holds between first and last term
+    pos = {j: p for p, j in enumerate(analyse(A).bix)}
+    most = 0
+    for y in range(msplit):
+        span = [(min(pos[j] for j in np.flatnonzero(A[i])),
+                 max(pos[j] for j in np.flatnonzero(A[i])))
+                for i in wr.rows[y] if A[i].any()]
+        for p in range(len(pos)):
+            most = max(most, sum(a <= p <= b for a, b in span))
+    assert wr.live == most
+
+
+def test_group_reads_counts_b_rows_read_by_row_groups():
+    # block diagonal: each of 8 row groups reads its own B rows once
+    A = np.kron(np.eye(8), np.ones((3, 2)))
+    assert analyse(A).group_reads == 1.0
+    # every row reads every column: 8 groups read each B row 8 times
+    assert analyse(np.ones((16, 5))).group_reads == 8.0
+    # fewer rows than groups: one group a row
+    assert analyse(np.ones((3, 4))).group_reads == 3.0

@@ -362,3 +362,74 @@ def test_gemm_emulation_catches_a_wrong_kernel(rng, wrong):
     B, C = rng.standard_normal((45, n)), rng.standard_normal((200, n))
     out = emulate(src, meta, B, C.copy(), n)
     assert np.abs(out - (A @ B + C)).max() > 1e-3
+
+
+# -- bstream-warprows run on the CPU -------------------------------------------
+WARPROWS_EMU = [  # (msplit, bsz, beta, dtype, baked)
+    (4, 24, 0.0, 'float64', True), (8, 24, 1.0, 'float64', True),
+    (4, 5, -0.5, 'float64', False), (3, 7, 1.0, 'float32', False)]
+
+
+@pytest.mark.skipif(GXX is None, reason='g++ is not installed')
+@pytest.mark.parametrize('msplit,bsz,beta,dtype,baked', WARPROWS_EMU)
+def test_warprows_kernel_emulated(rng, msplit, bsz, beta, dtype, baked):
+    """bstream-warprows as generated, on the CPU: ragged n (not a multiple
+    of the 32 columns of a block), padded ldb/ldc, a zero row and an
+    unused column of A, several chunks with a short last one; C poisoned
+    where beta is 0, the padding must stay untouched."""
+    A = random_operator(rng, 37, 29, 0.3)
+    A[5] = 0.0
+    A[:, 3] = 0.0
+    n, ldb, ldc = 45, 48, 50
+    sizes = dict(n=n, ldb=ldb, ldc=ldc) if baked else {}
+    mm = CUDAMatMul(A, beta=beta, **sizes)
+    cand = Candidate('bstream-warprows',
+                     dict(msplit=msplit, bsz=bsz, ld='cg', st='cg'),
+                     {'compute_capability': (9, 0)})
+    dt = check_dtype(dtype)
+    src, meta = mm.render(cand, dt, 'k0')
+    assert meta['block'] == (32, msplit, 1)
+    assert len(mm.kernel(cand, dt).plan.chunks) > 1
+    B = rng.standard_normal((29, ldb)).astype(dtype)
+    C = rng.standard_normal((37, ldc)).astype(dtype)
+    C[:, n:] = 9.0
+    ref = A @ B[:, :n].astype(float) + beta*C[:, :n].astype(float)
+    if beta == 0:
+        C[:, :n] = np.nan
+    out = emulate(src, meta, B, C, n)
+    tol = 1e-13 if dtype == 'float64' else 1e-5
+    scale = np.abs(A) @ np.abs(B[:, :n]) + abs(beta)*np.abs(ref) + 1
+    assert np.isfinite(out[:, :n]).all()
+    assert (np.abs(out[:, :n] - ref) <= tol*scale).all()
+    assert (out[:, n:] == 9.0).all()
+
+
+@pytest.mark.skipif(GXX is None, reason='g++ is not installed')
+def test_warprows_emulation_catches_a_wrong_buffer(rng):
+    """The emulated run can fail: consuming chunk 1 from the buffer chunk
+    0 used gives a wrong C."""
+    A = random_operator(rng, 20, 60, 0.5)
+    mm = CUDAMatMul(A)
+    cand = Candidate('bstream-warprows',
+                     dict(msplit=4, bsz=24, ld='cg', st='cg'),
+                     {'compute_capability': (9, 0)})
+    src, meta = mm.render(cand, np.float64, 'k0')
+    assert 'bv = bsh[1][' in src
+    src = src.replace('bv = bsh[1][', 'bv = bsh[0][')
+    n = 40
+    B, C = rng.standard_normal((60, n)), np.zeros((20, n))
+    out = emulate(src, meta, B, C, n)
+    assert np.abs(out - A @ B).max() > 1e-3
+
+
+def test_warprows_gets_free_launch_bounds(rng):
+    """ptxas is given no minimum of blocks per SM for bstream-warprows
+    (it then keeps registers near its needs)."""
+    A = random_operator(rng, 150, 125, 0.04)
+    mm = CUDAMatMul(A, n=1000, ldb=1000, ldc=1000)
+    cand = Candidate('bstream-warprows',
+                     dict(msplit=4, bsz=24, ld='cg', st='cg'),
+                     {'compute_capability': (9, 0)})
+    src, _ = mm.render(cand, np.float64, 'k0')
+    assert '__launch_bounds__(128)' in src
+    assert '__ldcg(' in src and '__stcg(' in src and '__ldcs(' not in src

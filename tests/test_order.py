@@ -146,7 +146,33 @@ def test_baked_n_mblock_groups_m_over_32_whatever_beta():
     assert _mblock_groups(info, 1.0, n=PYFR_N) == 16     # 400 / 32
     assert _mblock_groups(info, 0.0, n=PYFR_N) == 16
     _, out = ordered(A, beta=1.0, n=PYFR_N)
-    assert out[0].variant == 'cstream-mblock/groups16/ldnc/width1'
+    mb = [c for c in out if c.family == 'cstream-mblock']
+    assert mb[0].variant == 'cstream-mblock/groups16/ldnc/width1'
+
+
+def test_baked_n_warprows_first_where_row_groups_reread_b():
+    # banded rows (each reads a run of 24 B rows): 8 row groups read each
+    # used B row about 6 times; 5 terms a row, so 8 warps first
+    m, k = 150, 125
+    A = np.zeros((m, k))
+    for i in range(m):
+        A[i, (np.arange(5)*25 + i) % k] = 1.0 + i
+    info = analyse(A)
+    assert info.group_reads >= 4 and info.density < 0.4
+    _, out = ordered(A, n=PYFR_N)
+    assert [c.variant for c in out[:2]] == [
+        'bstream-warprows/bsz24/ldcg/msplit8/stcg',
+        'bstream-warprows/bsz24/ldcg/msplit4/stcg']
+    # not baked: the order stays as measured at 512 MiB
+    _, out = ordered(A)
+    assert out[0].family != 'bstream-warprows'
+    # block-diagonal rows (disjoint B rows per group): the row-blocked
+    # cstream first, the warps after three of its group counts
+    B = np.kron(np.eye(25), rng_sparse(6, 5, 1.0))
+    assert analyse(B).group_reads < 4
+    _, out = ordered(B, n=PYFR_N)
+    assert [c.family for c in out[:5]] == ['cstream-mblock']*3 + [
+        'bstream-warprows']*2
 
 
 def test_baked_n_sparse_wide_plain_streams_first():

@@ -48,6 +48,8 @@ extern "C" char __start_gimmik_smem[], __stop_gimmik_smem[];
 template <class T> static inline T __ldg(const T* p) { return *p; }
 template <class T> static inline T __ldcs(const T* p) { return *p; }
 template <class T> static inline void __stcs(T* p, T v) { *p = v; }
+template <class T> static inline T __ldcg(const T* p) { return *p; }
+template <class T> static inline void __stcg(T* p, T v) { *p = v; }
 
 namespace gimmik_emu {
 

@@ -32,11 +32,14 @@ static __device__ __forceinline__ void operator+=(${v2}& a, ${v2} b)
 <%def name="vt(w)" buffered="True">${dtype if w == 1 else dtype + '2'}</%def>
 
 ## B element(s) at row j (a literal) and column offset col (an expression):
-## ld 'nc' reads through the read-only path, 'cs' and 'reload' evict first.
+## ld 'nc' reads through the read-only path, 'cg' caches in L2 only, 'cs'
+## and 'reload' evict first.
 ## (nt, the HIP families' non-temporal load flag, is not used: ld decides.)
 <%def name="load_b(j, col, w, nt=False)" buffered="True">\
 % if ld == 'nc':
 __ldg(${self.ptr('b', j, 'ldbl', col, w)})\
+% elif ld == 'cg':
+__ldcg(${self.ptr('b', j, 'ldbl', col, w)})\
 % else:
 __ldcs(${self.ptr('b', j, 'ldbl', col, w)})\
 % endif
@@ -44,5 +47,6 @@ __ldcs(${self.ptr('b', j, 'ldbl', col, w)})\
 
 <%def name="load_c(i, col, w)" buffered="True">__ldcs(${self.ptr('c', i, 'ldcl', col, w)})</%def>
 
-## C is written once and not read back by this kernel: store evict-first.
-<%def name="store_c(i, col, w, val)" buffered="True">__stcs(${self.ptr('c', i, 'ldcl', col, w)}, ${val})</%def>
+## C is written once and not read back by this kernel: st 'cs' stores it
+## evict-first, 'cg' caches it in L2 for the next kernel.
+<%def name="store_c(i, col, w, val)" buffered="True">${'__stcg' if st == 'cg' else '__stcs'}(${self.ptr('c', i, 'ldcl', col, w)}, ${val})</%def>

@@ -1,0 +1,36 @@
+"""bstream-warprows (CUDA, HIP): a block of msplit warps shares a tile of
+columns; warp y owns every msplit-th row of C from y and runs its own
+unrolled code.  The used rows of B go straight from global memory into a
+double-buffered shared chunk of bsz rows (each warp fetching a share), the
+next chunk's loads issued before the current chunk is consumed; a row of C
+is stored as soon as its last term is added, so a warp holds only the
+accumulators of the rows under way (plans.warprows_plan)."""
+
+from gimmik import plans
+from gimmik.families import Family, Geometry
+
+
+class BstreamWarpRows(Family):
+    name = 'bstream-warprows'
+
+    @classmethod
+    def adapt(cls, mm, params):
+        # one warp per row at most; the block's warps must share some rows
+        if mm.info.m < 2:
+            return None
+        return dict(params, msplit=min(params['msplit'], mm.info.m))
+
+    def geometry(self):
+        return Geometry((self.warp, self.params['msplit'], 1),
+                        2*self.params['bsz']*self.warp*self.itemsize, 1)
+
+    def build_plan(self):
+        return plans.warprows_plan(self.A, self.params['msplit'],
+                                   self.params['bsz'])
+
+    def context(self):
+        return {'plan': self.plan, 'bsz': self.params['bsz']}
+
+    def live_values(self):
+        # the open accumulators, the B value in use and one loaded value
+        return self.plan.live + 2
