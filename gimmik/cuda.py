@@ -139,6 +139,16 @@ MAX_STREAM_NNZ_DENSE = 8192
 GEMM_SPARSE_MIN_NNZ = 4096
 GEMM_SPARSE_MIN_DENSITY = 0.04
 
+# With n baked, operators with at least BAKED_OFFER_MIN_NNZ non-zeros are
+# offered their first BAKED_OFFER candidates only: NVRTC takes about 0.9 s
+# a candidate per 1000 non-zeros of A (PyFR's flags, H100 machine), and
+# replaying PyFR's walk on the recorded times (bench/order_analysis.py over
+# bench/results/pyfr-walk-h200-warprows-candidates.csv, n = 20480 and
+# 110080, and pyfr-walk-h100-ordered-candidates.csv) the first 5 give the
+# pick the first 8 give on every such operator.
+BAKED_OFFER = 5
+BAKED_OFFER_MIN_NNZ = 512
+
 # Streaming families run this many threads per block.
 STREAM_BLOCK = 128
 
@@ -191,6 +201,14 @@ class CUDAMatMul(MatMul):
             {'compute_capability': compute_capability})
         return order_candidates(self.info, out, 'cuda', beta=self.beta,
                                 n=self.n)
+
+    def offer_limit(self):
+        # With n baked (PyFR's call, which compiles every candidate it
+        # times), operators whose unrolled kernels take seconds to compile
+        # are offered fewer
+        if self.baked_n and self.info.nnz >= BAKED_OFFER_MIN_NNZ:
+            return BAKED_OFFER
+        return None
 
     def _fits(self, cand, dtype):
         kern = self.kernel(cand, dtype)

@@ -433,3 +433,23 @@ def test_warprows_gets_free_launch_bounds(rng):
     src, _ = mm.render(cand, np.float64, 'k0')
     assert '__launch_bounds__(128)' in src
     assert '__ldcg(' in src and '__stcg(' in src and '__ldcs(' not in src
+
+
+def test_baked_n_offers_fewer_candidates_of_big_operators(rng):
+    """With n baked, an operator with many non-zeros is offered only the
+    first BAKED_OFFER of its ranked candidates (each costs its client a
+    compile); candidates() still lists them all, and neither a small
+    operator nor an unbaked generator is cut."""
+    from gimmik.cuda import BAKED_OFFER, BAKED_OFFER_MIN_NNZ
+    big = random_operator(rng, 150, 125, 0.05)
+    assert (big != 0).sum() >= BAKED_OFFER_MIN_NNZ
+    small = random_operator(rng, 20, 25, 0.2)
+    for A, cut in ((big, True), (small, False)):
+        for sizes in (dict(n=4096, ldb=4096, ldc=4096), {}):
+            mm = CUDAMatMul(A, **sizes)
+            ranked = [c.variant for c in mm.candidates(np.float64)]
+            assert len(ranked) > BAKED_OFFER
+            offered = [meta['variant'] for _, meta in
+                       mm.kernels(np.float64)]
+            want = BAKED_OFFER if cut and sizes else len(ranked)
+            assert offered == ranked[:want]
