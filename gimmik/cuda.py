@@ -41,7 +41,8 @@ MIN_REGISTER_CAP = 168
 # blocks of 128 threads per SM hoisted loads into 118 registers where 48 do;
 # bench/results/pyfr-walk-analysis.md).  The families staging B through
 # shared memory keep theirs: without it ptxas (sm_80) spilled an f32
-# bstream-msplit.  bstream-warprows never gets one: its accumulators live
+# bstream-msplit.  Measured on sm_90 only, and applied there: ptxas for
+# sm_80 spilled an f32 cstream without the minimum.  bstream-warprows never gets one: its accumulators live
 # only while their rows are under way and ptxas (CUDA 13, sm_90) keeps it
 # below its estimate without (48 registers on a 150 x 125 operator with 4
 # warps, 136 with 3 blocks a SM asked for).
@@ -229,9 +230,10 @@ class CUDAMatMul(MatMul):
         block = kern.geometry().block
         nthreads = block[0]*block[1]*block[2]
         est = kern.registers()
-        if (kern.name in FREE_REGISTER_FAMILIES
-                and est <= FREE_REGISTER_ESTIMATE
-                or kern.name == 'bstream-warprows'):
+        sm90 = tuple(kern.opts.get('compute_capability', (9, 0))) >= (9, 0)
+        if sm90 and (kern.name in FREE_REGISTER_FAMILIES
+                     and est <= FREE_REGISTER_ESTIMATE
+                     or kern.name == 'bstream-warprows'):
             return {'ld': kern.params.get('ld', 'nc'),
                     'st': kern.params.get('st', 'cs'), 'minblocks': None}
         regs = max(register_budget(est), MIN_REGISTER_CAP)
