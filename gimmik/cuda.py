@@ -41,11 +41,12 @@ MIN_REGISTER_CAP = 168
 # blocks of 128 threads per SM hoisted loads into 118 registers where 48 do;
 # bench/results/pyfr-walk-analysis.md).  The families staging B through
 # shared memory keep theirs: without it ptxas (sm_80) spilled an f32
-# bstream-msplit.  Measured on sm_90 only, and applied there: ptxas for
-# sm_80 spilled an f32 cstream without the minimum.  bstream-warprows never gets one: its accumulators live
+# bstream-msplit.  bstream-warprows never gets one: its accumulators live
 # only while their rows are under way and ptxas (CUDA 13, sm_90) keeps it
 # below its estimate without (48 registers on a 150 x 125 operator with 4
-# warps, 136 with 3 blocks a SM asked for).
+# warps, 136 with 3 blocks a SM asked for).  Both rules were measured on
+# sm_90 and apply there only: ptxas for sm_80 spilled an f32 cstream
+# without the minimum.
 FREE_REGISTER_ESTIMATE = 64
 FREE_REGISTER_FAMILIES = ('cstream', 'cstream-mblock', 'bstream')
 
@@ -227,6 +228,8 @@ class CUDAMatMul(MatMul):
         # registers low enough to spill (64 for 128 threads, 32 for 1024);
         # ask for as many blocks per SM as the budget allows.
         # Small kernels get none (FREE_REGISTER_ESTIMATE).
+        ctx = {'ld': kern.params.get('ld', 'nc'),
+               'st': kern.params.get('st', 'cs'), 'minblocks': None}
         block = kern.geometry().block
         nthreads = block[0]*block[1]*block[2]
         est = kern.registers()
@@ -234,13 +237,11 @@ class CUDAMatMul(MatMul):
         if sm90 and (kern.name in FREE_REGISTER_FAMILIES
                      and est <= FREE_REGISTER_ESTIMATE
                      or kern.name == 'bstream-warprows'):
-            return {'ld': kern.params.get('ld', 'nc'),
-                    'st': kern.params.get('st', 'cs'), 'minblocks': None}
+            return ctx
         regs = max(register_budget(est), MIN_REGISTER_CAP)
-        return {'ld': kern.params.get('ld', 'nc'),
-                'st': kern.params.get('st', 'cs'),
-                'minblocks': max(1, min(2048 // nthreads,
-                                        SM_REGISTERS // (nthreads*regs)))}
+        ctx['minblocks'] = max(1, min(2048 // nthreads,
+                                      SM_REGISTERS // (nthreads*regs)))
+        return ctx
 
     def _platform_meta(self, cand):
         return {'compute_capability': cand.opts['compute_capability']}
