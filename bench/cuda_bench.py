@@ -3,7 +3,7 @@ suite: `gimmik sweep --platform cuda` with panels of B + C >= --mib MiB per
 operator, then a summary.
 
     PYTHONPATH=. python3 bench/cuda_bench.py --out DIR [--ops GLOBS]
-        [--mib 512] [--budget 480] [--no-cublaslt]
+        [--suite FILE.npz] [--mib 512] [--budget 480] [--no-cublaslt]
 
 DIR/sweep.csv has one row per operator (f64; beta = 1 for m3 and m6, else
 0): gimmik's best candidate, the vendor baseline (the fastest of the cuda
@@ -36,6 +36,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--ops', default='*',
                     help='comma-separated fnmatch globs of operator names')
+    ap.add_argument('--suite', default=None, metavar='PATH',
+                    help='.npz file or directory of .mtx operators (default: '
+                    'the PyFR suite, bench/operators/pyfr-ops.npz)')
     ap.add_argument('--out', default='sweep-cuda', metavar='DIR')
     ap.add_argument('--mib', type=float, default=512,
                     help='B + C take at least this many MiB per operator')
@@ -57,13 +60,15 @@ def main(argv=None):
                             os.path.join(HERE, '..', 'tests',
                                          'test_cuda_gpu.py')])
 
+    from gimmik.cli import SweepBar
     from gimmik.runtime.cuda import Runtime
     from gimmik.sweep import sweep
     rt = Runtime(cublaslt=not args.no_cublaslt)
     print(f'{rt.device}, compiler {rt.compiler}', flush=True)
-    sweep(args.out, ops=args.ops, platform='cuda', mib=args.mib,
+    sweep(args.out, ops=args.ops, ops_path=args.suite, platform='cuda',
+          mib=args.mib,
           runtime=rt, use_cache=False, budget_s=args.budget,
-          stream=sys.stdout)
+          progress=SweepBar(stream=sys.stdout))
     for line in summarise(args.out):
         print(line)
     sys.stdout.flush()

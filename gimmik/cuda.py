@@ -141,6 +141,13 @@ MAX_STREAM_NNZ_DENSE = 8192
 GEMM_SPARSE_MIN_NNZ = 4096
 GEMM_SPARSE_MIN_DENSITY = 0.04
 
+# Where it is (gate gemmsparse), the unrolled streaming families are not for
+# operators with more non-zeros than this: on the H100 the best of them was
+# 3.1x (p7-pri-m6, 29952 non-zeros) and 5.5x (p7-pri-m3, 27648) slower than
+# mma-gemm, and nvcc did not finish the candidates of a 93438-non-zero
+# operator in 9 minutes (bench/results/cuda-h100-p7*).
+MAX_STREAM_NNZ_SPARSE = 16384
+
 # With n baked, operators with at least BAKED_OFFER_MIN_NNZ non-zeros are
 # offered their first BAKED_OFFER candidates only: NVRTC takes about 0.9 s
 # a candidate per 1000 non-zeros of A (PyFR's flags, H100 machine), and
@@ -159,19 +166,24 @@ def _gates(mm, dtype, cc):
     """The named conditions a candidate row may require."""
     mma_offered = (dtype == np.float64 and cc >= (8, 0)
                    and mma_worth_it(mm.info) and mm.width2_ok())
+    gemm_sparse = (dtype == np.float64 and cc >= (8, 0)
+                   and not mma_worth_it(mm.info)
+                   and mm.info.nnz >= GEMM_SPARSE_MIN_NNZ
+                   and mm.info.density >= GEMM_SPARSE_MIN_DENSITY)
+    # the rows gated gemmsparse also need sm90 and w2
+    sparse_gemm_offered = gemm_sparse and cc >= (9, 0) and mm.width2_ok()
     return {
         'w2': mm.width2_ok(),
         'beta': mm.beta != 0,
         'bigk': len(mm.info.bix) > 64,
         'bigm': mm.info.m > 64,
-        'stream': not (mma_offered and mm.info.nnz > MAX_STREAM_NNZ_DENSE),
+        'stream': not (mma_offered and mm.info.nnz > MAX_STREAM_NNZ_DENSE
+                       or sparse_gemm_offered
+                       and mm.info.nnz > MAX_STREAM_NNZ_SPARSE),
         'mma': mma_offered,
         'mma90': mma_offered and cc >= (9, 0),
         'sm90': cc >= (9, 0),
-        'gemmsparse': (dtype == np.float64 and cc >= (8, 0)
-                       and not mma_worth_it(mm.info)
-                       and mm.info.nnz >= GEMM_SPARSE_MIN_NNZ
-                       and mm.info.density >= GEMM_SPARSE_MIN_DENSITY),
+        'gemmsparse': gemm_sparse,
     }
 
 

@@ -83,6 +83,26 @@ def test_gemm_offered_for_sparser_big_operators(rng):
                    for x in _variants(hexlike, aligne=2))
 
 
+def test_no_unrolled_streaming_of_huge_sparse_gemm_operators(rng):
+    """Above MAX_STREAM_NNZ_SPARSE non-zeros, an operator that gets the
+    sparse mma-gemm rows gets only those; without them (sm_80, f32, odd
+    alignment) the streaming families stay, as they do below the limit."""
+    from gimmik.cuda import MAX_STREAM_NNZ_SPARSE
+    huge = random_operator(rng, 288, 864, 0.3)       # p7 prism-like
+    assert np.count_nonzero(huge) > MAX_STREAM_NNZ_SPARSE
+    v = _variants(huge, aligne=2)
+    assert v and all(x.startswith('mma-gemm') for x in v)
+    for kw in (dict(aligne=2, compute_capability=(8, 0)),
+               dict(dtype='float32', aligne=2), dict(aligne=None)):
+        v = _variants(huge, **kw)
+        assert any(x.startswith(('cstream', 'bstream')) for x in v), kw
+    small = random_operator(rng, 120, 200, 0.3)
+    assert np.count_nonzero(small) < MAX_STREAM_NNZ_SPARSE
+    v = _variants(small, aligne=2)
+    assert any(x.startswith('mma-gemm') for x in v)
+    assert any(x.startswith(('cstream', 'bstream')) for x in v)
+
+
 def test_candidates_unique_and_width2_needs_alignment(rng):
     A = random_operator(rng, 30, 20, 0.3)
     for kw in ({}, {'aligne': 2}, {'aligne': 4, 'n': 99, 'ldb': 100,

@@ -67,23 +67,25 @@ DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                            'pyfr-ops.npz')
 
 
-def make_config(order, element):
+def make_config(order, element, soln_pts=None):
     from pyfr.inifile import Inifile
 
     cfg = Inifile()
     cfg.set('solver', 'order', order)
-    cfg.set(f'solver-elements-{element}', 'soln-pts', SOLN_PTS[element])
+    cfg.set(f'solver-elements-{element}', 'soln-pts',
+            (soln_pts or SOLN_PTS)[element])
     for face, rule in FLUX_PTS.items():
         cfg.set(f'solver-interfaces-{face}', 'flux-pts', rule)
     return cfg
 
 
-def operators(order, element):
-    """{matrix key: array} for one order and element type."""
+def operators(order, element, soln_pts=None):
+    """{matrix key: array} for one order and element type (soln_pts:
+    {element: rule} replacing SOLN_PTS)."""
     import pyfr.shapes
 
     cls = getattr(pyfr.shapes, SHAPE_CLASSES[element])
-    shape = cls(None, make_config(order, element))
+    shape = cls(None, make_config(order, element, soln_pts))
     return {key: np.ascontiguousarray(shape.opmat(expr), dtype=np.float64)
             for key, expr in MATRICES.items()}
 
@@ -116,7 +118,22 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--out', default=DEFAULT_OUT,
                     help='output .npz (default: %(default)s)')
+    ap.add_argument('--orders', default=None,
+                    help='comma-separated orders (default 1-6)')
+    ap.add_argument('--soln-pts', action='append', default=[],
+                    metavar='ELEMENT=RULE',
+                    help='solution point set of one element type instead of '
+                    'the default (repeatable), e.g. tet=alpha-opt')
     args = ap.parse_args(argv)
+    orders = ([int(o) for o in args.orders.split(',')] if args.orders
+              else list(ORDERS))
+    soln_pts = dict(SOLN_PTS)
+    for item in args.soln_pts:
+        ele, sep, rule = item.partition('=')
+        if ele not in soln_pts or not sep or not rule:
+            ap.error(f'--soln-pts wants ELEMENT=RULE with ELEMENT one of '
+                     f'{", ".join(ELEMENTS)}: {item!r}')
+        soln_pts[ele] = rule
 
     try:
         import pyfr.shapes  # noqa: F401
@@ -124,16 +141,24 @@ def main(argv=None):
         sys.exit('pyfr is not importable: run this with the python of a '
                  'venv holding pyfr==3.1 (see the docstring)')
 
-    arrays = {}
-    for order in ORDERS:
+    arrays, missing = {}, []
+    for order in orders:
         for element in ELEMENTS:
-            for key, A in operators(order, element).items():
+            try:
+                ops = operators(order, element, soln_pts)
+            except (KeyError, ValueError) as e:
+                # PyFR has no rule of this order for the element's points
+                missing.append(f'p{order}-{element} ({e})')
+                print(f'p{order}-{element}: skipped, {e}', file=sys.stderr)
+                continue
+            for key, A in ops.items():
                 name = f'p{order}-{element}-{key}'
                 arrays[name] = A
                 print(f'{name:16s} {A.shape[0]:5d} x {A.shape[1]:5d}  '
                       f'nnz {np.count_nonzero(A):7d}', file=sys.stderr)
 
     prov = provenance()
+    prov.update(orders=orders, soln_pts=soln_pts, skipped=missing)
     prov['keys'] = sorted(arrays)
     arrays['provenance'] = np.array(json.dumps(prov, indent=1,
                                                sort_keys=True))
