@@ -122,7 +122,7 @@ CANDIDATES = [
     ('cstream-ksplit', dict(ksplit=4), 'stream'),
     # the sparser big operators (prisms): the tensor cores skip A's zero
     # slabs; offered after the streaming families
-    *[('mma-gemm', p, 'gemmsparse sm90 w2') for p in [
+    *[('mma-gemm', p, 'gemmsparse') for p in [
         dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
              nbuf=3, skip=True, cpre=True),
         dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=1,
@@ -136,8 +136,9 @@ CANDIDATES = [
 # to the tensor cores there and take minutes each to compile.
 MAX_STREAM_NNZ_DENSE = 8192
 
-# mma-gemm is also offered (after the streaming families) for f64 operators
-# below the dense threshold with at least this many non-zeros and density.
+# mma-gemm is also offered (after the streaming families; gate gemmsparse:
+# sm_90 and an even alignment too) for f64 operators below the dense
+# threshold with at least this many non-zeros and density.
 GEMM_SPARSE_MIN_NNZ = 4096
 GEMM_SPARSE_MIN_DENSITY = 0.04
 
@@ -164,22 +165,21 @@ STREAM_BLOCK = 128
 
 def _gates(mm, dtype, cc):
     """The named conditions a candidate row may require."""
+    w2 = mm.width2_ok()
     mma_offered = (dtype == np.float64 and cc >= (8, 0)
-                   and mma_worth_it(mm.info) and mm.width2_ok())
-    gemm_sparse = (dtype == np.float64 and cc >= (8, 0)
+                   and mma_worth_it(mm.info) and w2)
+    gemm_sparse = (dtype == np.float64 and cc >= (9, 0) and w2
                    and not mma_worth_it(mm.info)
                    and mm.info.nnz >= GEMM_SPARSE_MIN_NNZ
                    and mm.info.density >= GEMM_SPARSE_MIN_DENSITY)
-    # the rows gated gemmsparse also need sm90 and w2
-    sparse_gemm_offered = gemm_sparse and cc >= (9, 0) and mm.width2_ok()
     return {
-        'w2': mm.width2_ok(),
+        'w2': w2,
         'beta': mm.beta != 0,
         'bigk': len(mm.info.bix) > 64,
         'bigm': mm.info.m > 64,
-        'stream': not (mma_offered and mm.info.nnz > MAX_STREAM_NNZ_DENSE
-                       or sparse_gemm_offered
-                       and mm.info.nnz > MAX_STREAM_NNZ_SPARSE),
+        'stream': not ((mma_offered and mm.info.nnz > MAX_STREAM_NNZ_DENSE)
+                       or (gemm_sparse
+                           and mm.info.nnz > MAX_STREAM_NNZ_SPARSE)),
         'mma': mma_offered,
         'mma90': mma_offered and cc >= (9, 0),
         'sm90': cc >= (9, 0),
