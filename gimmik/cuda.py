@@ -59,41 +59,40 @@ SM_REGISTERS = 65536
 CANDIDATES = [
     # family            parameters                                 gate
     # mma-gemm: skip and cpre are dropped where they change nothing (beta
-    # 0, no zero slab: see MmaGemm.adapt); the rows marked * are in the H100
-    # measurements without them (bench/results/cuda-h100-mma-gemm.*), the
-    # others (128 x 128 and 256 x 64 tiles: less A and B traffic from L2;
-    # tiles: a block's pipeline runs on over several column tiles) are not.
+    # 0, no zero slab: see MmaGemm.adapt).  Order: the H100 winners on the
+    # compute-bound dense operators first (bench/results/cuda-h100-gemm-*);
+    # m16n8k4 reads B's fragments straight into its operand registers (the
+    # k8 and k16 shapes need register moves with the B layout of
+    # gimmik.fragments.mma); m8n8k4 is the sm_80 shape.
     *[('mma-gemm', dict(p, skip=True, cpre=True), gate) for p, gate in [
-        (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
-              nbuf=3), 'mma90 w2'),                                  # *
-        (dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=1,
+        (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
+              nbuf=3), 'mma90 w2'),
+        (dict(shape='m16n8k4', mwarps=4, nwarps=2, wm=2, wn=4, kstage=2,
               nbuf=4), 'mma90 w2'),
-        (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
-              nbuf=3, tiles=4), 'mma90 w2'),
-        (dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=1,
-              nbuf=4, tiles=2), 'mma90 w2'),
-        (dict(shape='m16n8k8', mwarps=2, nwarps=4, wm=2, wn=4, kstage=1,
-              nbuf=3), 'mma90 w2'),                                  # *
-        (dict(shape='m16n8k8', mwarps=2, nwarps=4, wm=2, wn=4, kstage=1,
-              nbuf=3, tiles=4), 'mma90 w2'),
-        (dict(shape='m16n8k8', mwarps=4, nwarps=2, wm=2, wn=4, kstage=1,
-              nbuf=3), 'mma90 w2'),                                  # *
+        (dict(shape='m16n8k4', mwarps=3, nwarps=2, wm=3, wn=4, kstage=2,
+              nbuf=3), 'mma90 w2'),
         (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
-              nbuf=3), 'mma90 w2'),                                  # *
-        (dict(shape='m8n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
-              nbuf=3), 'mma w2'),                                    # *
-        (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=2, wn=4, kstage=2,
-              nbuf=2), 'mma90 w2'),                                  # *
-        (dict(shape='m16n8k4', mwarps=4, nwarps=4, wm=2, wn=4, kstage=1,
-              nbuf=4), 'mma90 w2'),
-        (dict(shape='m16n8k8', mwarps=2, nwarps=4, wm=4, wn=4, kstage=1,
+              nbuf=3), 'mma90 w2'),
+        (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
+              nbuf=3, tiles=4), 'mma90 w2'),
+        (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
+              nbuf=3), 'mma90 w2'),
+        (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=4,
               nbuf=2), 'mma90 w2'),
-        (dict(shape='m16n8k4', mwarps=4, nwarps=2, wm=4, wn=4, kstage=1,
+        (dict(shape='m16n8k4', mwarps=3, nwarps=2, wm=2, wn=4, kstage=2,
               nbuf=4), 'mma90 w2'),
-        (dict(shape='m16n8k16', mwarps=2, nwarps=2, wm=2, wn=4, kstage=1,
-              nbuf=2), 'mma90 w2'),                                  # *
+        (dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=2,
+              nbuf=3), 'mma90 w2'),
+        (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=3, wn=4, kstage=4,
+              nbuf=2), 'mma90 w2'),
+        (dict(shape='m16n8k4', mwarps=3, nwarps=2, wm=3, wn=4, kstage=2,
+              nbuf=3, tiles=4), 'mma90 w2'),
+        (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
+              nbuf=3, tiles=4), 'mma90 w2'),
+        (dict(shape='m8n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
+              nbuf=3), 'mma w2'),
         (dict(shape='m8n8k4', mwarps=4, nwarps=2, wm=4, wn=4, kstage=2,
-              nbuf=3), 'mma w2')]],                                  # *
+              nbuf=3), 'mma w2')]],
     ('cstream', dict(width=2, ld='nc'), 'w2 stream'),
     ('bstream', dict(width=2, ld='cs'), 'w2 stream'),
     ('cstream', dict(width=1, ld='nc'), 'stream'),
@@ -122,13 +121,15 @@ CANDIDATES = [
     ('cstream-ksplit', dict(ksplit=4), 'stream'),
     # the sparser big operators (prisms): the tensor cores skip A's zero
     # slabs; offered after the streaming families
-    *[('mma-gemm', p, 'gemmsparse') for p in [
-        dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
-             nbuf=3, skip=True, cpre=True),
-        dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=1,
-             nbuf=4, skip=True, cpre=True),
-        dict(shape='m16n8k8', mwarps=2, nwarps=4, wm=2, wn=4, kstage=1,
-             nbuf=3, skip=True, cpre=True)]],
+    *[('mma-gemm', dict(p, skip=True, cpre=True), 'gemmsparse') for p in [
+        dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
+             nbuf=3),
+        dict(shape='m16n8k4', mwarps=4, nwarps=2, wm=2, wn=4, kstage=2,
+             nbuf=4),
+        dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=2,
+             nbuf=3),
+        dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
+             nbuf=3)]],
 ]
 
 # Where mma-gemm is offered first (gate mma), the unrolled streaming

@@ -14,14 +14,14 @@ panel width when the generator bakes it (PyFR always passes it), None
 otherwise:
 
 - dense (density >= 0.5 and mma-gemm offered): mma-gemm first, its tiles
-  in the order measured best most often (for beta != 0 the k-staged
-  m16n8k4 and m8n8k4 tiles first); with beta != 0, k < 32 and m >= 2k the
+  in the order measured best most often (for beta != 0 the 4 and 3
+  m-warp tiles first); with beta != 0, k < 32 and m >= 2k the
   m-split bstream (8 row groups) before them;
 - many rows (m > 64, cstream-mblock offered): cstream-mblock, its group
   counts sorted by distance from a predicted count (m/24 rows for beta =
   0; m/4 for beta != 0 with < 8 non-zeros a row, else m/8; at least 8),
   after the plain cstream where k <= 64 and beta = 0, and with the sparse
-  mma-gemm tile (4 n-warps) first where it is offered;
+  mma-gemm tile (4 m-warps) first where it is offered;
 - few rows, wide (k > m): cstream-ksplit first (4 k-groups first where
   each gets at least 4 columns of A), then cstream;
 - few rows, tall (m >= 2k) and density >= 0.4: bstream-msplit first
@@ -113,20 +113,22 @@ def _match(cand, family, **params):
 def _prefs_gemm(beta):
     """mma-gemm rows (and the dense fall-backs) in order of preference."""
     g = 'mma-gemm'
-    k8 = dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
+    k4 = dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
               nbuf=3)
+    k4m4 = dict(shape='m16n8k4', mwarps=4, nwarps=2, wm=2, wn=4, kstage=2,
+                nbuf=4)
+    k4m3 = dict(shape='m16n8k4', mwarps=3, nwarps=2, wm=3, wn=4, kstage=2,
+                nbuf=3)
     k4s2 = dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
                 nbuf=3)
+    k8 = dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
+              nbuf=3)
     m8 = dict(shape='m8n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
               nbuf=3)
-    k8s2 = dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=2, wn=4, kstage=2,
-                nbuf=2)
-    k8n4 = dict(shape='m16n8k8', mwarps=2, nwarps=4, wm=2, wn=4, kstage=1,
-                nbuf=3)
     if beta:
-        order = [k4s2, m8, k8s2, k8, k8n4, dict(k8, tiles=4)]
+        order = [k4m4, k4m3, k4, k4s2, k8, m8]
     else:
-        order = [k8, dict(k8, tiles=4), k4s2, m8, k8s2, k8n4]
+        order = [k4, k4m4, k4m3, k4s2, dict(k4, tiles=4), k8, m8]
     return [(g, dict(p, tiles=p.get('tiles'))) for p in order]
 
 
@@ -208,9 +210,9 @@ def _prefs_stream(info, cands, beta, n=None):
             else:
                 mb = mb[:WARPROWS_AFTER] + wr + mb[WARPROWS_AFTER:]
         if 'mma-gemm' in families:   # the sparse tensor-core rows
-            gs = [('mma-gemm', dict(shape='m16n8k8', mwarps=2, nwarps=4,
+            gs = [('mma-gemm', dict(shape='m16n8k4', mwarps=4, nwarps=2,
                                     wm=2, wn=4)),
-                  ('mma-gemm', dict(shape='m16n8k8', mwarps=2, nwarps=2,
+                  ('mma-gemm', dict(shape='m16n8k4', mwarps=2, nwarps=2,
                                     wm=4, wn=4))]
             return gs[:1] + mb[:5] + gs[1:] + mb[5:] + [stream_w1]
         if k <= BIG_M and not beta:   # few rows of B: one group does

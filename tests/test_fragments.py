@@ -11,7 +11,8 @@ from gimmik.fragments import (MAX_CHUNK_KTILES, MFMA_K, MFMA_M, WAVE,
                               b_fragment, bake_mfma, lane_coords,
                               mfma_count, mfma_f64_16x16x4, mfma_plan,
                               model_product, tile_operator)
-from gimmik.fragments.mma import (GEMM_SHAPES, MMA_N, gemm_coords,
+from gimmik.fragments.mma import (GEMM_SHAPES, MMA_N, gemm_b_offset,
+                                  gemm_b_read, gemm_c_pairs, gemm_coords,
                                   gemm_model, gemm_plan, gemm_reference)
 from gimmik.verify import reference
 
@@ -216,9 +217,10 @@ def test_gemm_model_m8n8k4_is_the_ptx_layout(rng):
                                want, rtol=1e-14, atol=1e-14)
 
 
-GEMM_GEOMS = [dict(mwarps=1, nwarps=1, wm=1, wn=1, kstage=1, nbuf=2),
+GEMM_GEOMS = [dict(mwarps=1, nwarps=1, wm=1, wn=2, kstage=1, nbuf=2),
               dict(mwarps=2, nwarps=2, wm=2, wn=2, kstage=2, nbuf=3),
-              dict(mwarps=2, nwarps=1, wm=3, wn=2, kstage=1, nbuf=4)]
+              dict(mwarps=2, nwarps=1, wm=3, wn=4, kstage=1, nbuf=4),
+              dict(mwarps=3, nwarps=2, wm=1, wn=8, kstage=2, nbuf=2)]
 
 
 @pytest.mark.parametrize('shape', sorted(GEMM_SHAPES))
@@ -253,7 +255,7 @@ def test_gemm_skip_leaves_out_zero_slabs():
     A = np.zeros((64, 64))
     A[:16, :8] = 1.0               # m-block 0, stage 0 only
     A[40:, 50:] = 2.0              # m-block 1, the last stages
-    plan = gemm_plan(A, 'm16n8k8', mwarps=2, nwarps=1, wm=1, wn=1,
+    plan = gemm_plan(A, 'm16n8k8', mwarps=2, nwarps=1, wm=1, wn=2,
                      kstage=1, nbuf=2, skip=True)
     assert plan.nmb == 2 and plan.nstages == 8
     assert plan.cnt.tolist() == [1, 2]
@@ -267,7 +269,7 @@ def test_gemm_bake_catches_a_wrong_layout(rng, shape):
     mapping (lanes transposed within a fragment, or the values of a lane
     out of order) give a wrong C."""
     A = rng.standard_normal((32, 32))
-    geom = dict(mwarps=2, nwarps=1, wm=1, wn=1, kstage=1, nbuf=2)
+    geom = dict(mwarps=2, nwarps=1, wm=1, wn=2, kstage=1, nbuf=2)
     B = rng.standard_normal((32, 8))
     plan = gemm_plan(A, shape, **geom)
     assert np.abs(gemm_reference(plan, A, B) - A @ B).max() < 1e-12
@@ -281,3 +283,65 @@ def test_gemm_bake_catches_a_wrong_layout(rng, shape):
         bad = gemm_plan(A, shape, **geom)
         bad.table = bad.table.reshape(-1, 2)[:, ::-1].reshape(-1)
         assert np.abs(gemm_reference(bad, A, B) - A @ B).max() > 1e-3
+
+
+@pytest.mark.parametrize('wn,nwarps', [(4, 1), (4, 2), (8, 2), (4, 3),
+                                       (2, 2)])
+def test_gemm_b_stage_layout(wn, nwarps):
+    """B's shared layout (gemm_b_offset, gemm_b_read): every element of a
+    stage has its own place, the 16-byte chunks of a 128-byte line of B
+    stay in one 128-byte line with sector pairs adjacent (the cp.async
+    writes); lane (g, t)'s v-th vector read finds row t and the columns of
+    n-tiles 2v, 2v + 1 at MMA column g (GemmPlan.column); each 8-lane
+    phase of a read hits 8 distinct 16-byte bank groups."""
+    BN, BK = MMA_N*nwarps*wn, 8
+    rows, cols = np.meshgrid(np.arange(BK), np.arange(BN), indexing='ij')
+    off = gemm_b_offset(BN, rows, cols)
+    assert sorted(off.ravel()) == list(range(BK*BN))
+    assert (off[:, 1::2] == off[:, ::2] + 1).all()          # 2 columns
+    line = off[:, ::2].reshape(BK, -1, 8) // 16              # 8 chunks
+    assert (line == line[..., :1]).all()
+    assert (off[:, ::4] % 4 == 0).all()                      # sectors
+    plan = gemm_plan(np.ones((16, 8)), 'm16n8k8', mwarps=1, nwarps=nwarps,
+                     wm=1, wn=wn, kstage=1, nbuf=2)
+    where = {int(o): (int(r), int(c)) for o, r, c in
+             zip(off.ravel(), rows.ravel(), cols.ravel())}
+    lane = np.arange(32)
+    g, t = lane // 4, lane % 4
+    for wx in range(nwarps):
+        for v in range(wn // 2):
+            read = np.array([gemm_b_read(BN, wn, wx, int(g[l]), int(t[l]), v)
+                             for l in range(32)])
+            assert (read % 2 == 0).all()
+            for l in range(32):
+                for d in (0, 1):
+                    assert where[int(read[l]) + d] == (
+                        t[l], plan.column(wx, 2*v + d, g[l]))
+            groups = (read // 2) % 8
+            for p in range(4):
+                assert len(set(groups[8*p:8*p + 8])) == 8
+
+
+@pytest.mark.parametrize('wn', [2, 4, 6, 8])
+def test_gemm_c_pairs_fill_whole_sectors(wn):
+    """A lane pair's stores of a row of C (gemm_c_pairs): after the swap,
+    store s writes columns 4s .. 4s + 3 of the pair (one 32-byte sector),
+    lane o the two from 4s + 2o, and these hold the values the lanes own
+    there; every column is written once."""
+    sent, stores = gemm_c_pairs(wn)
+    assert len(sent[0]) == len(sent[1]) == wn
+    own = [{lc: (t, lc) for lc in range(2*wn)} for t in (0, 1)]
+    got = {}
+    for s, lanes in enumerate(stores):
+        for o, (mine, i) in enumerate(lanes):
+            for d in (0, 1):
+                if mine:
+                    t, lc = o, i + d
+                else:               # the partner's sent[1 - o][i + d]
+                    t, lc = 1 - o, sent[1 - o][i + d]
+                    assert i + d < wn
+                col = 4*s + 2*o + d
+                assert col not in got
+                got[col] = own[t][lc]
+    # column c of the pair is lane c // (2*wn)'s local column c % (2*wn)
+    assert got == {c: (c // (2*wn), c % (2*wn)) for c in range(4*wn)}

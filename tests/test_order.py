@@ -74,11 +74,10 @@ def test_unnamed_candidates_keep_table_order_after_named():
 def test_dense_offers_the_tensor_cores_first():
     _, out = ordered(rng_sparse(84, 112, 1.0), beta=0.0)
     assert out[0].family == 'mma-gemm'
-    assert out[0].params['shape'] == 'm16n8k8'
+    assert out[0].params['kstage'] == 4 and out[0].params['wm'] == 2
     _, out = ordered(rng_sparse(84, 112, 1.0), beta=1.0)
     assert out[0].family == 'mma-gemm'
-    assert out[0].params['shape'] == 'm16n8k4' and out[0].params[
-        'kstage'] == 2
+    assert out[0].params['mwarps'] == 4 and out[0].params['kstage'] == 2
     assert all(c.family == 'mma-gemm' for c in out[:6])
 
 
@@ -118,7 +117,7 @@ def test_sparse_gemm_tile_first_where_offered():
     A = rng_sparse(196, 588, 0.1)
     cands, out = ordered(A)
     assert any(c.family == 'mma-gemm' for c in cands)
-    assert out[0].family == 'mma-gemm' and out[0].params['nwarps'] == 4
+    assert out[0].family == 'mma-gemm' and out[0].params['mwarps'] == 4
     assert out[1].family == 'cstream-mblock'
 
 

@@ -56,7 +56,7 @@ namespace gimmik_emu {
 static std::barrier<>* block_barrier;
 
 // The lanes' fragments of a warp's mma, exchanged through memory.
-struct Warp { double a[32][8], b[32][4]; std::barrier<>* bar; };
+struct Warp { double a[32][8], b[32][4], x[32]; std::barrier<>* bar; };
 static Warp warps[32];
 
 static inline int linear_tid()
@@ -73,6 +73,18 @@ static inline void gimmik_emu_cp16(double* dst, const double* src, int bytes)
 {
     std::memset(dst, 0, 16);
     std::memcpy(dst, src, bytes);
+}
+
+// __shfl_xor_sync of a double over the whole warp (every lane calls it).
+static inline double __shfl_xor_sync(unsigned, double v, int laneMask)
+{
+    const int tid = gimmik_emu::linear_tid(), lane = tid % 32;
+    gimmik_emu::Warp& w = gimmik_emu::warps[tid / 32];
+    w.x[lane] = v;
+    w.bar->arrive_and_wait();
+    const double r = w.x[lane ^ laneMask];
+    w.bar->arrive_and_wait();
+    return r;
 }
 
 // D += A*B for one f64 mma.sync of shape MT x 8 x KT over the warp, with

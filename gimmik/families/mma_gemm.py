@@ -29,20 +29,21 @@ class MmaGemm(Family):
         return p
 
     def tiling(self):
-        """(effective wm, m-blocks, stages, BM, BN, BK, B row stride)."""
+        """(effective wm, m-blocks, stages, BM, BN, BK)."""
         p = self.params
         return mma.gemm_geometry(self.info.m, self.info.k,
                                  *[p[k] for k in _TILING])
 
     def geometry(self):
         p = self.params
-        _, nmb, _, BM, BN, BK, S = self.tiling()
+        _, nmb, _, BM, BN, BK = self.tiling()
         nthreads = mma.WARP*p['mwarps']*p['nwarps']
-        return Geometry((nthreads, 1, 1), 8*p['nbuf']*(BM*BK + BK*S), 1,
+        return Geometry((nthreads, 1, 1), 8*p['nbuf']*(BM + BN)*BK, 1,
                         cols_per_block=BN*p.get('tiles', 1), row_groups=nmb)
 
     def build_plan(self):
-        return mma.gemm_plan(self.A, **self.params)
+        return mma.gemm_plan(self.A, **{k: v for k, v in self.params.items()
+                                        if k != 'st'})
 
     def registers(self):
         # accumulators and one k-step's A and B fragments (f64)

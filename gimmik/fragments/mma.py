@@ -17,13 +17,6 @@ WARP = 32              # lanes of a CUDA warp
 MMA_N = 8
 
 
-def mma_row_stride(cols):
-    """Shared-memory row stride (doubles) of a B stage: the B fragment
-    reads of a half warp (4 rows x 4 columns) hit 16 distinct bank pairs
-    when the stride is 4 mod 16."""
-    return cols + (4 - cols) % 16
-
-
 # -- mma-gemm: 2-D block tiling on the FP64 tensor cores ---------------------
 #
 # A block computes a BM x BN tile of C: its m-block of A's rows (blockIdx.x
@@ -33,6 +26,18 @@ def mma_row_stride(cols):
 # nbuf stages deep.  Warp (wy, wx) of the mwarps x nwarps grid owns wm MMA
 # m-tiles and wn 8-column n-tiles of the block's tile, with register
 # accumulators.
+#
+# Columns: the MMA column j (0-7) of warp wx's n-tile nt is the block's
+# column wx*8*wn + j*wn + (nt ^ 2*(j % 2)) (GemmPlan.column; without the XOR
+# where wn is 2), so that a lane's B fragment values of all wn n-tiles are
+# wn adjacent columns of a row of B, read from shared memory two n-tiles a
+# vector, and its accumulators of a row of C are 2*wn adjacent columns.  A
+# B stage is held row after row, BN doubles a row, with the 16-byte chunks
+# of row r permuted by chunk ^ 2*(r % 4) (gemm_b_offset): the chunks of a
+# 128-byte line of B stay in one 128-byte line (cp.async copies whole
+# sectors), and the warp-wide vector reads, lanes of odd and even g
+# reading the two halves of a sector (the XOR in the column map), are free
+# of bank conflicts.
 #
 # Fragment layouts (PTX ISA, "Matrix fragments for mma.m8n8k4 / m16n8k4 /
 # m16n8k8 / m16n8k16" with .f64), g = lane/4, t = lane%4:
@@ -112,7 +117,6 @@ class GemmPlan:
     BM: int
     BN: int
     BK: int
-    stride: int
     skip: bool
     cpre: bool
     tiles: int
@@ -127,7 +131,27 @@ class GemmPlan:
 
     @property
     def shared(self):
-        return 8*self.nbuf*(self.BM*self.BK + self.BK*self.stride)
+        return 8*self.nbuf*(self.BM + self.BN)*self.BK
+
+    def column(self, wx, nt, j):
+        """The block's column of MMA column j of warp wx's n-tile nt."""
+        swap = 2*(j % 2) if self.wn % 4 == 0 else 0
+        return wx*MMA_N*self.wn + j*self.wn + (nt ^ swap)
+
+    def c_local(self, lc):
+        """(n-tile, value e) of a lane's local column lc of C (the 2*wn
+        columns from 2*wn*t of a fragment row: MMA columns 2t + e)."""
+        e = lc // self.wn
+        swap = 2*e if self.wn % 4 == 0 else 0
+        return (lc % self.wn) ^ swap, e
+
+    def c_pairs(self):
+        """gemm_c_pairs of this plan's wn."""
+        return gemm_c_pairs(self.wn)
+
+    def b_offset(self, r, c):
+        """gemm_b_offset of row r, column c of a B stage."""
+        return gemm_b_offset(self.BN, r, c)
 
     @property
     def full(self):
@@ -144,15 +168,56 @@ class GemmPlan:
 
 
 def gemm_geometry(m, k, shape, mwarps, nwarps, wm, wn, kstage, nbuf):
-    """(effective wm, m-blocks, stages, BM, BN, BK, B row stride): wm is
-    cut down to spread A's m-tiles evenly over the fewest m-blocks."""
+    """(effective wm, m-blocks, stages, BM, BN, BK): wm is cut down to
+    spread A's m-tiles evenly over the fewest m-blocks."""
+    if wn % 2:
+        raise ValueError(f'mma-gemm needs an even wn, not {wn}')
     mt, kt = GEMM_SHAPES[shape]
     nmt = -(-m // mt)
     nmb = -(-nmt // (mwarps*wm))
     wm = -(-nmt // (nmb*mwarps))
     BK = kt*kstage
     BN = MMA_N*nwarps*wn
-    return (wm, nmb, -(-k // BK), mwarps*wm*mt, BN, BK, mma_row_stride(BN))
+    return (wm, nmb, -(-k // BK), mwarps*wm*mt, BN, BK)
+
+
+def gemm_b_offset(BN, r, c):
+    """Offset (doubles) in a B stage of BN columns of row r, column c (ints
+    or NumPy int arrays): see the comment above."""
+    ch = c // 2
+    return r*BN + 2*(ch ^ (2*(r % 4))) + c % 2
+
+
+def gemm_b_read(BN, wn, wx, g, t, v):
+    """Offset (doubles) in a B stage of the vector lane (g, t) of warp wx
+    reads in its v-th B read of rows 0-3 (add 4q*BN for rows 4q to 4q + 3):
+    row t, the columns of n-tiles 2v and 2v + 1 at MMA column g (see
+    GemmPlan.column)."""
+    h = v ^ (g % 2) if wn % 4 == 0 else v
+    return gemm_b_offset(BN, t, wx*MMA_N*wn + g*wn + 2*h)
+
+
+def gemm_c_pairs(wn):
+    """How a pair of lanes (t = 2P, 2P + 1 of a fragment row) writes its 4*wn
+    columns of a row of C (lane t holds the 2*wn from 2*wn*t, local column
+    lc = e*wn + nt its accumulator of n-tile nt, value e) so that each
+    store fills whole 32-byte sectors: the lanes first swap the columns
+    sent[o][j] (o = t % 2) through a shuffle, receiving the partner's as
+    x[j]; store s then writes columns 4s + 2o, 4s + 2o + 1 of the pair, from
+    (own, local column) or (False, index j into x).  Returns (sent, stores),
+    stores[s] = ((source, index) of lane o = 0, of lane o = 1).  Loads of C
+    run the same way backwards."""
+    half = wn // 2
+    sent = ([lc for lc in range(2*wn) if lc & 2],
+            [lc for lc in range(2*wn) if not lc & 2])
+    stores = []
+    for s in range(wn):
+        sl = s % half
+        if s < half:      # the even lane's columns
+            stores.append(((True, 4*sl), (False, 2*sl)))
+        else:             # the odd lane's
+            stores.append(((False, 2*sl), (True, 4*sl + 2)))
+    return sent, stores
 
 
 def _gemm_pad(A, rows, cols):
@@ -166,8 +231,8 @@ def gemm_live_stages(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf,
     """(m-blocks, stages) mask of the stages where an m-block's BM x BK slab
     of A has a non-zero: the stages it runs with skip."""
     m, k = A.shape
-    _, nmb, nst, BM, _, BK, _ = gemm_geometry(m, k, shape, mwarps, nwarps,
-                                              wm, wn, kstage, nbuf)
+    _, nmb, nst, BM, _, BK = gemm_geometry(m, k, shape, mwarps, nwarps,
+                                           wm, wn, kstage, nbuf)
     if pad is None:
         pad = _gemm_pad(A, nmb*BM, nst*BK)
     return (pad != 0).reshape(nmb, BM, nst, BK).any(axis=(1, 3))
@@ -187,8 +252,8 @@ def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
     column tiles of BN a block computes in turn."""
     m, k = A.shape
     MT, KT = GEMM_SHAPES[shape]
-    wm, nmb, nst, BM, BN, BK, S = gemm_geometry(m, k, shape, mwarps, nwarps,
-                                                wm, wn, kstage, nbuf)
+    wm, nmb, nst, BM, BN, BK = gemm_geometry(m, k, shape, mwarps, nwarps,
+                                             wm, wn, kstage, nbuf)
     ac, bc, cc = gemm_coords(shape)
     na, nb, nc = ac.shape[1], bc.shape[1], cc.shape[1]
     v = min(na, 2)
@@ -213,7 +278,7 @@ def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
     for mb in range(nmb):
         Fc[mb, :cnt[mb]] = F[mb, kidx[mb, :cnt[mb]]]
     return GemmPlan(shape, MT, KT, na, nb, nc, v, mwarps, nwarps, wm, wn,
-                    kstage, nbuf, nmb, nst, BM, BN, BK, S, skip, cpre, tiles,
+                    kstage, nbuf, nmb, nst, BM, BN, BK, skip, cpre, tiles,
                     nslot, cnt, kidx, Fc.reshape(-1))
 
 
@@ -251,7 +316,7 @@ def gemm_reference(plan, A, B):
                                 for mt in range(P.wm)]
                             row = kst*P.BK + ks*P.mma_k + t
                             for nt in range(P.wn):
-                                col = col0 + (wx*P.wn + nt)*MMA_N + g
+                                col = col0 + P.column(wx, nt, g)
                                 bf = np.stack([Bp[row + 4*i, col]
                                                for i in range(P.b_per_lane)],
                                               axis=1)
@@ -261,6 +326,7 @@ def gemm_reference(plan, A, B):
                     for mt in range(P.wm):
                         r0 = mb*P.BM + (wy*P.wm + mt)*P.mma_m
                         for nt in range(P.wn):
-                            c0 = col0 + (wx*P.wn + nt)*MMA_N
-                            C[r0 + cc[..., 0], c0 + cc[..., 1]] = acc[mt, nt]
+                            C[r0 + cc[..., 0],
+                              col0 + P.column(wx, nt, cc[..., 1])] = \
+                                acc[mt, nt]
     return C[:m, :n]

@@ -7,9 +7,13 @@
 ## m-block and stage) and BK x BN of B go to shared memory with cp.async,
 ## plan.nbuf stages deep, one __syncthreads per stage.  Where A has zero
 ## BM x BK slabs an m-block runs only its live stages (kidx, cnt; with
-## params skip).  Warp (wy, wx) owns wm m-tiles and wn 8-column n-tiles;
-## accumulators stay in registers; with params cpre they start from beta*C,
-## loaded before the k loop, else beta*C is added at the end.  With params
+## params skip).  Warp (wy, wx) owns wm m-tiles and wn 8-column n-tiles,
+## their columns interleaved (GemmPlan.column) so that B's fragments are
+## read two n-tiles at a time from a B stage whose rows have their 16-byte
+## chunks permuted (gemm_b_offset, gemm_b_read); C is read and written in
+## whole sectors by lane pairs (gemm_c_pairs); accumulators stay in
+## registers; with params cpre they start from beta*C, loaded before the k
+## loop, else beta*C is added at the end.  With params
 ## tiles T a block computes T column tiles in turn, its stage pipeline
 ## running on from one tile into the next (the next tile's first stages
 ## load while the last ones compute and the tile's C is stored).
@@ -18,7 +22,10 @@
 <%
     P = plan
     MT, KT, NA, NB, NC, V = P.mma_m, P.mma_k, P.a_per_lane, P.b_per_lane, P.c_per_lane, P.a_vec
-    BM, BN, BK, S = P.BM, P.BN, P.BK, P.stride
+    BM, BN, BK = P.BM, P.BN, P.BK
+    HW = P.wn // 2
+    CSENT, CST = P.c_pairs()
+    ldc = '__ldcg' if st == 'cg' else '__ldcs'
     NBUF, NST = P.nbuf, P.nstages
     achunks = BM*BK//2
     bchunks = BK*BN//2
@@ -52,24 +59,23 @@ ${mma.cp_async()}
                 ${kname}_cp16(&ash[${buf}][2*idx], atab + ${s}*${BM*BK} + 2*idx, 16);
             }
 % endfor
-% for it in range(-(-bchunks // nthreads)):
             {
-                const int idx = tid + ${it*nthreads};
+                const double* bst = b + ${kst}*${BK}*ldbl + ${cbase};
+% for it in range(-(-bchunks // nthreads)):
 % if (it + 1)*nthreads > bchunks:
-                if (idx < ${bchunks})
+                if (tid + ${it*nthreads} < ${bchunks})
 % endif
                 {
-                    const int r = idx / ${BN//2}, cc = 2*(idx % ${BN//2});
-                    const int row = ${kst}*${BK} + r, col = ${cbase} + cc;
+                    const int col = ${cbase} + bc${it};
 % if kpad:
-                    const int nb = (row < ${k} && col < n) ? (col + 1 < n ? 16 : 8) : 0;
+                    const int nb = (${kst}*${BK} + br${it} < ${k} && col < n) ? (col + 1 < n ? 16 : 8) : 0;
 % else:
                     const int nb = col < n ? (col + 1 < n ? 16 : 8) : 0;
 % endif
-                    ${kname}_cp16(&bsh[${buf}][r][cc], nb ? b + row*ldbl + col : b, nb);
+                    ${kname}_cp16(&bsh[${buf}][bso${it}], nb ? bst + boff${it} : b, nb);
                 }
-            }
 % endfor
+            }
 </%def>
 <%def name="init_acc()">\
 % if beta == 0 or not P.cpre:
@@ -81,27 +87,65 @@ ${mma.cp_async()}
             for (int q = 0; q < ${NC}; ++q)
                 acc[i][j][q] = 0.0;
 % else:
+## beta*C read in whole sectors by lane pairs (gemm_c_pairs), the
+## partner's columns then swapped into place (per-lane half-sector reads
+## were slower: bench/results/cuda-h100-gemm-beta-direct.csv).
+<%
+    sc = '' if beta == 1 else f'{betalit}*'
+%>\
 % for mt in range(P.wm):
 % for h in range(NC // 2):
     {
         const int row = mb*${BM} + (wy*${P.wm} + ${mt})*${MT} + ${8*h} + g;
-% for nt in range(P.wn):
-<%
-    a0, a1 = f'acc[{mt}][{nt}][{2*h}]', f'acc[{mt}][{nt}][{2*h + 1}]'
-    sc = '' if beta == 1 else f'{betalit}*'
-%>\
+        double y[${2*P.wn}];
+% for s, lanes in enumerate(CST):
         {
-            const int col = col0 + wx*${8*P.wn} + ${8*nt} + 2*t4;
-            ${a0} = ${a1} = 0.0;
+            const int col = col0 + cpair0 + ${4*s};
+            y[${2*s}] = y[${2*s + 1}] = 0.0;
             if (row < ${m} && col + 1 < n)
             {
-                const double2 cv = __ldcs((const double2*)(c + row*ldcl + col));
-                ${a0} = ${sc}cv.x;
-                ${a1} = ${sc}cv.y;
+                const double2 cv = ${ldc}((const double2*)(c + row*ldcl + col));
+                y[${2*s}] = ${sc}cv.x;
+                y[${2*s + 1}] = ${sc}cv.y;
             }
             else if (row < ${m} && col < n)
-                ${a0} = ${sc}__ldcs(c + row*ldcl + col);
+                y[${2*s}] = ${sc}${ldc}(c + row*ldcl + col);
         }
+% endfor
+<%
+    # y[2s + d] holds lane o's column of store s: its own local column i + d
+    # (mine) or the partner's sent[1 - o][i + d]; the partner's values go
+    # back through the swap
+    def acc(lc):
+        nt, e = P.c_local(lc)
+        return f'acc[{mt}][{nt}][{2*h + e}]'
+    own = [{}, {}]      # lane o: local column -> y index
+    out = [{}, {}]      # lane o: index into the partner's x -> y index
+    for s, lanes in enumerate(CST):
+        for o, (mine, i) in enumerate(lanes):
+            for d in (0, 1):
+                (own[o] if mine else out[o])[i + d] = 2*s + d
+%>\
+% for j in range(P.wn):
+        {
+            // the partner sends my local column sent[o][j]
+            const double x = __shfl_xor_sync(0xffffffffu, odd ? y[${out[1][j]}] : y[${out[0][j]}], 1);
+            if (odd)
+                ${acc(CSENT[1][j])} = x;
+            else
+                ${acc(CSENT[0][j])} = x;
+        }
+% endfor
+% for lc in range(2*P.wn):
+% if lc in own[0] and lc in own[1]:
+        ${acc(lc)} = odd ? y[${own[1][lc]}] : y[${own[0][lc]}];
+% elif lc in own[0]:
+        if (!odd)
+            ${acc(lc)} = y[${own[0][lc]}];
+% elif lc in own[1]:
+        if (odd)
+            ${acc(lc)} = y[${own[1][lc]}];
+% endif
 % endfor
     }
 % endfor
@@ -109,15 +153,29 @@ ${mma.cp_async()}
 % endif
 
 </%def>
+## C's rows stored in whole sectors by lane pairs: the partner's columns
+## swapped in first (gemm_c_pairs).
 <%def name="epilogue()">\
 % for mt in range(P.wm):
 % for h in range(NC // 2):
+<%
+    def acc(lc):
+        nt, e = P.c_local(lc)
+        return f'acc[{mt}][{nt}][{2*h + e}]'
+    def val(o, d, s):
+        mine, i = CST[s][o]
+        return acc(i + d) if mine else f'x[{i + d}]'
+%>\
     {
         const int row = mb*${BM} + (wy*${P.wm} + ${mt})*${MT} + ${8*h} + g;
+        double x[${P.wn}];
+% for j in range(P.wn):
+        x[${j}] = __shfl_xor_sync(0xffffffffu, odd ? ${acc(CSENT[1][j])} : ${acc(CSENT[0][j])}, 1);
+% endfor
         if (row < ${m})
         {
-% for nt in range(P.wn):
-${mma.store_pair(f'col0 + wx*{8*P.wn} + {8*nt} + 2*t4', f'acc[{mt}][{nt}][{2*h}]', f'acc[{mt}][{nt}][{2*h + 1}]', not P.cpre, ' '*12)}\
+% for s in range(len(CST)):
+${mma.store_pair(f'col0 + cpair0 + {4*s}', f'(odd ? {val(1, 0, s)} : {val(0, 0, s)})', f'(odd ? {val(1, 1, s)} : {val(0, 1, s)})', not P.cpre, ' '*12)}\
 % endfor
         }
     }
@@ -127,7 +185,7 @@ ${mma.store_pair(f'col0 + wx*{8*P.wn} + {8*nt} + 2*t4', f'acc[{mt}][{nt}][{2*h}]
 <%def name="compute()">\
         const int buf = it % ${NBUF};
         const double* as = &ash[buf][${P.a_offset(0, 0, 0, 0, 0)} + wy*${P.a_offset(0, 1, 0, 0, 0)} + lane*${V}];
-        const double* bs = &bsh[buf][t4][wx*${8*P.wn} + g];
+        const double* bs = &bsh[buf][0];
 % for ks in range(P.kstage):
         {
             double a[${P.wm}][${NA}], b[${P.wn}][${NB}];
@@ -145,9 +203,13 @@ ${mma.store_pair(f'col0 + wx*{8*P.wn} + {8*nt} + 2*t4', f'acc[{mt}][{nt}][{2*h}]
 % endif
 % endfor
 % endfor
-% for nt in range(P.wn):
 % for i in range(NB):
-            b[${nt}][${i}] = bs[${(ks*KT + 4*i)*S + 8*nt}];
+% for p in range(HW):
+            {
+                const double2 x = *(const double2*)(bs + bv${p} + ${(ks*KT + 4*i)*BN});
+                b[${2*p}][${i}] = x.x;
+                b[${2*p + 1}][${i}] = x.y;
+            }
 % endfor
 % endfor
 % for mt in range(P.wm):
@@ -199,10 +261,24 @@ ${epilogue()}\
 </%def>
 ${self.prologue()}\
     __shared__ __align__(16) double ash[${NBUF}][${BM*BK}];
-    __shared__ __align__(16) double bsh[${NBUF}][${BK}][${S}];
+    __shared__ __align__(16) double bsh[${NBUF}][${BK*BN}];
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int g = lane / 4, t4 = lane % 4;
     const int wy = warp / ${P.nwarps}, wx = warp % ${P.nwarps};
+    // this lane's first column of C's stores in the block (gemm_c_pairs)
+    // and its B vector reads of rows 0-3 of a stage (gemm_b_read)
+    const int odd = t4 & 1;
+    const int cpair0 = wx*${8*P.wn} + (t4 >> 1)*${4*P.wn} + 2*odd;
+% for p in range(HW):
+    const int bv${p} = t4*${BN} + 2*((wx*${4*P.wn} + g*${HW} + (${'(g & 1) ^ ' if P.wn % 4 == 0 else ''}${p})) ^ (2*t4));
+% endfor
+    // the B chunks this thread copies: row br, columns bc and bc + 1 of a
+    // stage, to offset bso of its buffer (gemm_b_offset)
+% for it in range(-(-bchunks // nthreads)):
+    const int br${it} = (tid + ${it*nthreads}) / ${BN // 2}, bc${it} = 2*((tid + ${it*nthreads}) % ${BN // 2});
+    const int bso${it} = br${it}*${BN} + 2*((bc${it} / 2) ^ (2*(br${it} % 4)));
+    const long boff${it} = br${it}*ldbl + bc${it};
+% endfor
     const int mb = blockIdx.x % ${P.nmb};
 % if T == 1:
     const int col0 = (blockIdx.x / ${P.nmb})*${BN};
