@@ -42,8 +42,7 @@ class MmaGemm(Family):
                         cols_per_block=BN*p.get('tiles', 1), row_groups=nmb)
 
     def build_plan(self):
-        return mma.gemm_plan(self.A, **{k: v for k, v in self.params.items()
-                                        if k != 'st'})
+        return mma.gemm_plan(self.A, **self.params)
 
     def registers(self):
         # accumulators and one k-step's A and B fragments (f64)

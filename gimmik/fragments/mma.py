@@ -29,7 +29,7 @@ MMA_N = 8
 #
 # Columns: the MMA column j (0-7) of warp wx's n-tile nt is the block's
 # column wx*8*wn + j*wn + (nt ^ 2*(j % 2)) (GemmPlan.column; without the XOR
-# where wn is 2), so that a lane's B fragment values of all wn n-tiles are
+# where wn is not a multiple of 4), so that a lane's B fragment values of all wn n-tiles are
 # wn adjacent columns of a row of B, read from shared memory two n-tiles a
 # vector, and its accumulators of a row of C are 2*wn adjacent columns.  A
 # B stage is held row after row, BN doubles a row, with the 16-byte chunks
@@ -148,10 +148,6 @@ class GemmPlan:
     def c_pairs(self):
         """gemm_c_pairs of this plan's wn."""
         return gemm_c_pairs(self.wn)
-
-    def b_offset(self, r, c):
-        """gemm_b_offset of row r, column c of a B stage."""
-        return gemm_b_offset(self.BN, r, c)
 
     @property
     def full(self):

@@ -25,7 +25,12 @@
     BM, BN, BK = P.BM, P.BN, P.BK
     HW = P.wn // 2
     CSENT, CST = P.c_pairs()
-    ldc = '__ldcg' if st == 'cg' else '__ldcs'
+
+    def cacc(mt, h, lc):
+        # the accumulator of a lane's local column lc of C in row half h
+        # of m-tile mt (GemmPlan.c_local)
+        nt, e = P.c_local(lc)
+        return f'acc[{mt}][{nt}][{2*h + e}]'
     NBUF, NST = P.nbuf, P.nstages
     achunks = BM*BK//2
     bchunks = BK*BN//2
@@ -98,18 +103,18 @@ ${mma.cp_async()}
     {
         const int row = mb*${BM} + (wy*${P.wm} + ${mt})*${MT} + ${8*h} + g;
         double y[${2*P.wn}];
-% for s, lanes in enumerate(CST):
+% for s in range(len(CST)):
         {
             const int col = col0 + cpair0 + ${4*s};
             y[${2*s}] = y[${2*s + 1}] = 0.0;
             if (row < ${m} && col + 1 < n)
             {
-                const double2 cv = ${ldc}((const double2*)(c + row*ldcl + col));
+                const double2 cv = __ldcs((const double2*)(c + row*ldcl + col));
                 y[${2*s}] = ${sc}cv.x;
                 y[${2*s + 1}] = ${sc}cv.y;
             }
             else if (row < ${m} && col < n)
-                y[${2*s}] = ${sc}${ldc}(c + row*ldcl + col);
+                y[${2*s}] = ${sc}__ldcs(c + row*ldcl + col);
         }
 % endfor
 <%
@@ -117,8 +122,7 @@ ${mma.cp_async()}
     # (mine) or the partner's sent[1 - o][i + d]; the partner's values go
     # back through the swap
     def acc(lc):
-        nt, e = P.c_local(lc)
-        return f'acc[{mt}][{nt}][{2*h + e}]'
+        return cacc(mt, h, lc)
     own = [{}, {}]      # lane o: local column -> y index
     out = [{}, {}]      # lane o: index into the partner's x -> y index
     for s, lanes in enumerate(CST):
@@ -160,8 +164,7 @@ ${mma.cp_async()}
 % for h in range(NC // 2):
 <%
     def acc(lc):
-        nt, e = P.c_local(lc)
-        return f'acc[{mt}][{nt}][{2*h + e}]'
+        return cacc(mt, h, lc)
     def val(o, d, s):
         mine, i = CST[s][o]
         return acc(i + d) if mine else f'x[{i + d}]'

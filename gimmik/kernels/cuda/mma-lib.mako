@@ -55,8 +55,7 @@ ${kname}_cp16(double* dst, const double* src, int bytes)
 ## accumulators, or beta 0); a ragged last column gets a0 alone.
 <%def name="store_pair(col, a0, a1, addc, indent)">\
 <%
-    ldc, stc = ('__ldcg', '__stcg') if st == 'cg' else ('__ldcs', '__stcs')
-    cs = f'{ldc}(c + row*ldcl + col)'
+    cs = '__ldcs(c + row*ldcl + col)'
     if not addc or beta == 0:
         e0, e1, s0 = a0, a1, a0
     elif beta == 1:
@@ -71,11 +70,11 @@ ${i}    const int col = ${col};
 ${i}    if (col + 1 < n)
 ${i}    {
 % if addc and beta != 0:
-${i}        const double2 cv = ${ldc}((const double2*)(c + row*ldcl + col));
+${i}        const double2 cv = __ldcs((const double2*)(c + row*ldcl + col));
 % endif
-${i}        ${stc}((double2*)(c + row*ldcl + col), double2{${e0}, ${e1}});
+${i}        __stcs((double2*)(c + row*ldcl + col), double2{${e0}, ${e1}});
 ${i}    }
 ${i}    else if (col < n)
-${i}        ${stc}(c + row*ldcl + col, ${s0});
+${i}        __stcs(c + row*ldcl + col, ${s0});
 ${i}}
 </%def>
