@@ -24,7 +24,10 @@ fit the run's budget), each result checked once against cuBLAS (f64, per
 row max |c - ref| / max |ref| <= 1e-12, output NaN-poisoned for beta = 0),
 and the compile seconds of the candidates each walk built.  The walk's
 pick, the best candidate of all and upstream's pick are timed again
-together (median of --repeats launches each) for the ratios.
+together (median of --repeats launches each, interleaved) for the ratios;
+with --vendor the fastest vendor formulation of the cuda runtime (cuBLAS,
+CuPy, cuBLASLt; checked to TOL like the candidates) is timed with them
+(ours_over_vendor, up_over_vendor: time ratios).
 
 Render and compile run in a process pool ahead of the device; the main
 process replays the walks with each generator's own kernels() and _walk,
@@ -84,8 +87,9 @@ FIELDS = ['op', 'etype', 'order', 'mat', 'm', 'k', 'nnz', 'density', 'nuq',
           'all_best', 'all_best_time_s', 'walk_over_all', 'up_walk_pick',
           'up_walk_time_s', 'ours_over_up', 'ours_compile_s',
           'up_compile_s', 'ncand', 'nwalk', 'up_nwalk', 'walk_seen',
-          'ord_walk_pick', 'ord_walk_over_all', 'ord_over_up', 'nfail',
-          'device']
+          'ord_walk_pick', 'ord_walk_over_all', 'ord_over_up',
+          'vendor_formulation', 'vendor_time_s', 'ours_over_vendor',
+          'up_over_vendor', 'nfail', 'device']
 CAND_FIELDS = ['op', 'n', 'kind', 'rank', 'variant', 'time_s', 'walk_seen',
                'registers', 'local_mem', 'shared_mem', 'compile_s', 'error',
                'status']
@@ -496,10 +500,18 @@ def main(argv=None):
     ap.add_argument('--ahead', type=int, default=40,
                     help='(operator, n) rendered and compiled ahead')
     ap.add_argument('--repeats', type=int, default=20)
+    ap.add_argument('--vendor', action='store_true',
+                    help="also time the vendor's best formulation (the cuda "
+                    "runtime's, checked like the candidates) with the picks")
     args = ap.parse_args(argv)
 
     t0 = time.time()
     dev = Device()
+    if args.vendor:
+        from gimmik.runtime.cuda import Runtime
+        args.runtime = Runtime()
+    else:
+        args.runtime = None
     up_path = os.path.abspath(args.up)
     load_upstream(up_path)
     os.makedirs(args.out, exist_ok=True)
@@ -657,16 +669,22 @@ def run_one(dev, name, A, t, n, ncand, futs, upfut, all_cands, pool, cc,
         uv, ut = walk_pick(up_walk)
         wr = served.by_variant.get(wv) if wv else None
         ur = up.items[up_keys[up_walk['pick']]] if uv else None
-        # the picks timed again together
+        # the picks (and the vendor's best) timed again together
         ov = walk_pick(ord_walk)[0] if ord_walk else None
         orr = served.by_variant.get(ov) if ov else None
         again = [x for x in (wr, best, ur, orr) if x is not None and
                  math.isfinite(x.get('time_s', math.inf))]
         uniq = list({id(x): x for x in again}.values())
         p = panels
-        ts = dev.time_median(
-            [lambda x=x: dev.launch(x['fn'], x['meta'], p.b, p.c)
-             for x in uniq], args.repeats) if uniq else []
+        launches = [lambda x=x: dev.launch(x['fn'], x['meta'], p.b, p.c)
+                    for x in uniq]
+        vend = vendor_best(dev, p, A, beta, n, args) \
+            if args.runtime is not None else None
+        if vend is not None:
+            launches.append(lambda: vend[1](p.b, p.c, n, n, n))
+        with dev.stream:
+            ts = dev.time_median(launches, args.repeats) if launches else []
+        vt2 = ts.pop() if vend is not None else None
         retimed = {id(x): s for x, s in zip(uniq, ts)}
         wt2 = retimed.get(id(wr)) if wr is not None else None
         bt2 = retimed.get(id(best)) if best is not None else None
@@ -689,10 +707,35 @@ def run_one(dev, name, A, t, n, ncand, futs, upfut, all_cands, pool, cc,
             ord_walk_pick=ov or '',
             ord_walk_over_all=fmt(ot2 / bt2, '.4f') if ot2 and bt2 else '',
             ord_over_up=fmt(ot2 / ut2, '.4f') if ot2 and ut2 else '',
+            vendor_formulation=vend[0] if vend else '',
+            vendor_time_s=fmt(vt2),
+            ours_over_vendor=fmt(wt2 / vt2, '.4f') if wt2 and vt2 else '',
+            up_over_vendor=fmt(ut2 / vt2, '.4f') if ut2 and vt2 else '',
             nfail=ours.fail + up.fail)
         return row
     finally:
         panels.free()
+
+
+def vendor_best(dev, panels, A, beta, n, args):
+    """(name, launch) of the fastest vendor formulation whose output
+    passes the candidates' check (TOL), on dev's stream; None if none."""
+    from gimmik.runtime import pick_vendor
+    forms = args.runtime.vendor_formulations(A, 1.0, beta, np.float64, n=n,
+                                             ldb=n, ldc=n)
+    p = panels
+
+    def check(launch):
+        with dev.stream:
+            err = p.check(lambda: launch(p.b, p.c, n, n, n))
+        return None if err <= TOL else f'error {err:.2e}'
+
+    def timed(launch):
+        with dev.stream:
+            return dev.time_median([lambda: launch(p.b, p.c, n, n, n)],
+                                   max(3, args.repeats // 4))[0]
+    best, _ = pick_vendor(forms, check, timed)
+    return best[:2] if best else None
 
 
 def cand_row(name, n, kind, rank, r, seen):
@@ -747,6 +790,12 @@ def summarise(path):
     x = [float(r['ours_over_up']) for r in sent]
     if x:
         print(f'all n: geomean {geomean(x):.3f} over {len(x)}')
+    for col in ('ours_over_vendor', 'up_over_vendor'):
+        x = [float(r[col]) for r in rows if r.get(col)]
+        if x:
+            print(f'{col} (time ratio, < 1 faster than the vendor): '
+                  f'geomean {geomean(x):.3f} over {len(x)}, '
+                  f'{sum(v > 1 for v in x)} above 1')
     # compile seconds per (etype, order): the first n target's rows
     comp = {}
     for r in rows:
