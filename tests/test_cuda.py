@@ -314,6 +314,15 @@ GEMM_EMU = [  # (shape params, operator, beta, baked)
           nbuf=2, tiles=2), 'dense', -0.5, True),
     (dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=1,
           nbuf=4, skip=True, cpre=True, tiles=3), 'slabs', -0.5, True),
+    (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
+          nbuf=3), 'dense', 0.0, False),
+    (dict(shape='m16n8k4', mwarps=3, nwarps=2, wm=3, wn=4, kstage=2,
+          nbuf=2, cpre=True, tiles=2), 'dense', 1.0, True),
+    # compute-bound (late_issue): stage loads issued after k-step 0
+    (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
+          nbuf=3), 'deep', 0.0, False),
+    (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=2,
+          nbuf=4, skip=True, cpre=True, tiles=2), 'deep', -0.5, True),
 ]
 
 
@@ -326,8 +335,10 @@ def test_gemm_kernel_emulated(rng, case):
     every element of C written, zero slabs skipped and an m-block with no
     live stage."""
     params, kind, beta, baked = GEMM_EMU[case]
-    m, k = (270, 45) if kind == 'dense' else (200, 45)
+    m, k = {'dense': (270, 45), 'slabs': (200, 45), 'deep': (150, 300)}[kind]
     A = rng.standard_normal((m, k))
+    if kind == 'deep':
+        A[:, 100:140] = 0.0        # dead stages (with skip)
     if kind == 'slabs':
         A[:128, :] = 0.0           # m-block(s) with no live stage
         A[128:, 40:] = 0.0         # dead stages for the others, the
@@ -351,6 +362,7 @@ def test_gemm_kernel_emulated(rng, case):
         Cf[:, :n] = np.nan
     plan = mm.kernel(cand, np.float64).plan
     assert plan.nmb > 1
+    assert plan.late_issue == (kind == 'deep')
     if kind == 'slabs' and params.get('skip'):
         assert plan.cnt.min() == 0 and not plan.full
     out = emulate(src, meta, Bf, Cf, n)
@@ -363,10 +375,13 @@ def test_gemm_kernel_emulated(rng, case):
 @pytest.mark.parametrize('wrong', [
     ('const int g = lane / 4, t4 = lane % 4;',
      'const int t4 = lane / 8, g = lane % 8;'),     # lanes transposed
-    ('const int kst = kidx[sn];', 'const int kst = sn;')])  # slots ignored
+    ('const int kst = kidx[sn];', 'const int kst = sn;'),   # slots ignored
+    ('wait_group 1', 'wait_group 2')])  # stage it + 1 read before it lands
 def test_gemm_emulation_catches_a_wrong_kernel(rng, wrong):
     """The emulated run can fail: a kernel with its lanes mapped wrongly,
-    or reading B at the slot instead of the live stage, gives a wrong C."""
+    reading B at the slot instead of the live stage, or reading a stage
+    its cp.async group has not completed (the emulator lands copies at
+    the wait_group that completes them) gives a wrong C."""
     params = dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4,
                   kstage=1, nbuf=3, skip=True, cpre=True)
     A = rng.standard_normal((200, 45))
@@ -381,7 +396,7 @@ def test_gemm_emulation_catches_a_wrong_kernel(rng, wrong):
     n = 70
     B, C = rng.standard_normal((45, n)), rng.standard_normal((200, n))
     out = emulate(src, meta, B, C.copy(), n)
-    assert np.abs(out - (A @ B + C)).max() > 1e-3
+    assert not np.abs(out - (A @ B + C)).max() <= 1e-3
 
 
 # -- bstream-warprows run on the CPU -------------------------------------------

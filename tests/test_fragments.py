@@ -345,3 +345,26 @@ def test_gemm_c_pairs_fill_whole_sectors(wn):
                 got[col] = own[t][lc]
     # column c of the pair is lane c // (2*wn)'s local column c % (2*wn)
     assert got == {c: (c // (2*wn), c % (2*wn)) for c in range(4*wn)}
+
+
+def test_gemm_issue_late_follows_intensity():
+    """Late stage loads only for compute-bound operators (flops per byte of
+    B and C moved at least the threshold; beta*C adds C's reads), and only
+    where a stage has k-steps and buffers to spare."""
+    from gimmik.fragments.mma import (GEMM_LATE_ISSUE_FLOP_PER_BYTE,
+                                      gemm_issue_late)
+    assert gemm_issue_late(420, 140, 0.0, 4, 3)        # 26 flop/byte
+    assert not gemm_issue_late(140, 161, 1.0, 2, 3)    # 12.8 (beta*C read)
+    assert gemm_issue_late(140, 161, 0.0, 2, 3)        # 18.7
+    assert not gemm_issue_late(420, 140, 0.0, 1, 3)    # one k-step
+    assert not gemm_issue_late(420, 140, 0.0, 4, 2)    # two buffers
+    # the threshold itself: m = k = 64*t gives exactly 8*t flop/byte
+    t = GEMM_LATE_ISSUE_FLOP_PER_BYTE
+    assert gemm_issue_late(8*t, 8*t, 0.0, 2, 3)
+    assert not gemm_issue_late(8*t - 1, 8*t, 0.0, 2, 3)
+
+
+def test_gemm_plan_rejects_late_issue_without_spare_stages():
+    with pytest.raises(ValueError, match='late_issue'):
+        gemm_plan(np.ones((16, 8)), 'm16n8k4', mwarps=1, nwarps=1, wm=1,
+                  wn=2, kstage=1, nbuf=3, late_issue=True)

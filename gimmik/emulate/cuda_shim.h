@@ -6,7 +6,9 @@
 // helpers enter the emulation through the hooks the templates provide
 // (kernels/cuda/mma-lib.mako): GIMMIK_EMULATE selects gimmik_emu_mma and
 // gimmik_emu_cp16 instead of inline PTX, and GIMMIK_CP_ASYNC (a cp.async
-// group operation) does nothing, cp16 being a synchronous copy.  The
+// group operation) runs gimmik_emu_cp_async: a thread's copies land only
+// when a wait_group lets their group complete, so a kernel that reads a
+// stage before waiting for it reads poisoned shared memory.  The
 // executor appends a trampoline that calls the kernel and
 // gimmik_emu_entry, its C entry point.
 #include <barrier>
@@ -19,7 +21,7 @@
 #include <vector>
 
 #define GIMMIK_EMULATE 1
-#define GIMMIK_CP_ASYNC(op) ((void) 0)
+#define GIMMIK_CP_ASYNC(op) gimmik_emu_cp_async(op)
 
 #define __device__
 #define __global__
@@ -68,11 +70,46 @@ static inline int linear_tid()
 
 static inline void __syncthreads() { gimmik_emu::block_barrier->arrive_and_wait(); }
 
-// cp.async of 16 bytes, done at once: bytes < 16 zero-fills the rest.
+// cp.async of 16 bytes (bytes < 16 zero-fills the rest), queued in the
+// thread's open group; the group operations of PTX: commit_group closes the
+// open group, wait_group N completes all closed groups but the newest N
+// (wait_all: all of them).
+namespace gimmik_emu {
+struct Copy { double* dst; const double* src; int bytes; };
+static thread_local std::vector<std::vector<Copy>> cp_groups(1);
+}
+
 static inline void gimmik_emu_cp16(double* dst, const double* src, int bytes)
 {
-    std::memset(dst, 0, 16);
-    std::memcpy(dst, src, bytes);
+    gimmik_emu::cp_groups.back().push_back({dst, src, bytes});
+}
+
+static void gimmik_emu_cp_async(const char* op)
+{
+    auto& groups = gimmik_emu::cp_groups;
+    int keep = 0;
+    if (std::strcmp(op, "commit_group") == 0)
+    {
+        groups.emplace_back();
+        return;
+    }
+    else if (std::strcmp(op, "wait_all") == 0)
+        groups.emplace_back();
+    else if (std::sscanf(op, "wait_group %d", &keep) != 1 || keep < 0)
+    {
+        std::fprintf(stderr, "gimmik_emu: unknown cp.async op %s\n", op);
+        std::terminate();
+    }
+    // groups.back() is the open group; closed ones precede it
+    const int nclosed = int(groups.size()) - 1;
+    const int ndone = nclosed > keep ? nclosed - keep : 0;
+    for (int i = 0; i < ndone; ++i)
+        for (const auto& c : groups[i])
+        {
+            std::memset(c.dst, 0, 16);
+            std::memcpy(c.dst, c.src, c.bytes);
+        }
+    groups.erase(groups.begin(), groups.begin() + ndone);
 }
 
 // __shfl_xor_sync of a double over the whole warp (every lane calls it).

@@ -42,7 +42,10 @@ class MmaGemm(Family):
                         cols_per_block=BN*p.get('tiles', 1), row_groups=nmb)
 
     def build_plan(self):
-        return mma.gemm_plan(self.A, **self.params)
+        p = self.params
+        late = mma.gemm_issue_late(self.info.m, self.info.k, self.mm.beta,
+                                   p['kstage'], p['nbuf'])
+        return mma.gemm_plan(self.A, late_issue=late, **p)
 
     def registers(self):
         # accumulators and one k-step's A and B fragments (f64)

@@ -124,6 +124,7 @@ class GemmPlan:
     cnt: np.ndarray
     kidx: np.ndarray
     table: np.ndarray
+    late_issue: bool = False
 
     @property
     def nthreads(self):
@@ -240,12 +241,37 @@ def gemm_fragment_sizes(shape):
     return mt*kt // 32, kt // 4, mt*MMA_N // 32
 
 
+# mma-gemm issues a stage's loads after the first k-step's mmas (late_issue)
+# where the operator does at least this many flops per byte of B and C it
+# moves (dense: 2*m*k flops per column, k + m words, 2*m with beta*C):
+# compute-bound, the loads' address arithmetic then issues while the tensor
+# cores work; below it, memory-bound, loads issue as early as they can.
+# H100: late issue 1.5-9 % faster at 18.7-28.6 flop/byte, up to 5 % slower
+# at 10.5-12.9, even at 15-17 (bench/results/cuda-h100-gemm-issue-*).
+GEMM_LATE_ISSUE_FLOP_PER_BYTE = 16
+
+
+def gemm_issue_late(m, k, beta, kstage, nbuf):
+    """Whether mma-gemm issues a stage's loads after the first k-step's
+    mmas: for compute-bound operators, where a stage has more than one
+    k-step and more than two buffers (else a stage's loads issue at the
+    barrier before it, to have a whole stage to land)."""
+    words = k + m*(2 if beta else 1)
+    intensity = 2*m*k / (8*words)
+    return (kstage > 1 and nbuf > 2
+            and intensity >= GEMM_LATE_ISSUE_FLOP_PER_BYTE)
+
+
 def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
-              cpre=False, tiles=1):
+              cpre=False, tiles=1, late_issue=False):
     """The mma-gemm plan: skip, run only the stages where an m-block's
     slab of A has a non-zero; cpre, start the accumulators from beta*C
     (read before the k loop) instead of adding it at the end; tiles, the
-    column tiles of BN a block computes in turn."""
+    column tiles of BN a block computes in turn; late_issue, a stage's
+    loads issued after the first k-step's mmas (gemm_issue_late)."""
+    if late_issue and (kstage < 2 or nbuf < 3):
+        raise ValueError('late_issue needs kstage >= 2 and nbuf >= 3 (the '
+                         'next stage waited for before its loads issue)')
     m, k = A.shape
     MT, KT = GEMM_SHAPES[shape]
     wm, nmb, nst, BM, BN, BK = gemm_geometry(m, k, shape, mwarps, nwarps,
@@ -275,7 +301,7 @@ def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
         Fc[mb, :cnt[mb]] = F[mb, kidx[mb, :cnt[mb]]]
     return GemmPlan(shape, MT, KT, na, nb, nc, v, mwarps, nwarps, wm, wn,
                     kstage, nbuf, nmb, nst, BM, BN, BK, skip, cpre, tiles,
-                    nslot, cnt, kidx, Fc.reshape(-1))
+                    nslot, cnt, kidx, Fc.reshape(-1), late_issue)
 
 
 def gemm_reference(plan, A, B):

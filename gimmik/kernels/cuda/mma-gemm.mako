@@ -39,6 +39,7 @@
     full = P.full
     NSL = P.nslots
     T = P.tiles
+    late_issue = P.late_issue
 %>\
 static __device__ __align__(16) const double ${kname}_atab[${P.table.size}] = {
 % for row in P.table.reshape(-1, 8):
@@ -185,24 +186,23 @@ ${mma.store_pair(f'col0 + cpair0 + {4*s}', f'(odd ? {val(1, 0, s)} : {val(0, 0, 
 % endfor
 % endfor
 </%def>
-<%def name="compute()">\
-        const int buf = it % ${NBUF};
-        const double* as = &ash[buf][${P.a_offset(0, 0, 0, 0, 0)} + wy*${P.a_offset(0, 1, 0, 0, 0)} + lane*${V}];
-        const double* bs = &bsh[buf][0];
-% for ks in range(P.kstage):
+## Load k-step ks's A and B fragments of the stage in buffer `buf` into
+## fragment set f (fa<f>, fb<f>).
+<%def name="frags(ks, f, buf)">\
         {
-            double a[${P.wm}][${NA}], b[${P.wn}][${NB}];
+            const double* as = &ash[${buf}][${P.a_offset(0, 0, 0, 0, 0)} + wy*${P.a_offset(0, 1, 0, 0, 0)} + lane*${V}];
+            const double* bs = &bsh[${buf}][0];
 % for mt in range(P.wm):
 % for j in range(NA // V):
 <% off = P.a_offset(0, 0, ks, mt, j) %>\
 % if V == 2:
             {
                 const double2 x = *(const double2*)(as + ${off});
-                a[${mt}][${2*j}] = x.x;
-                a[${mt}][${2*j + 1}] = x.y;
+                fa${f}[${mt}][${2*j}] = x.x;
+                fa${f}[${mt}][${2*j + 1}] = x.y;
             }
 % else:
-            a[${mt}][${j}] = as[${off}];
+            fa${f}[${mt}][${j}] = as[${off}];
 % endif
 % endfor
 % endfor
@@ -210,54 +210,86 @@ ${mma.store_pair(f'col0 + cpair0 + {4*s}', f'(odd ? {val(1, 0, s)} : {val(0, 0, 
 % for p in range(HW):
             {
                 const double2 x = *(const double2*)(bs + bv${p} + ${(ks*KT + 4*i)*BN});
-                b[${2*p}][${i}] = x.x;
-                b[${2*p + 1}][${i}] = x.y;
+                fb${f}[${2*p}][${i}] = x.x;
+                fb${f}[${2*p + 1}][${i}] = x.y;
             }
 % endfor
 % endfor
+        }
+</%def>
+<%def name="mmas(f)">\
 % for mt in range(P.wm):
 % for nt in range(P.wn):
-            ${kname}_mma(acc[${mt}][${nt}], a[${mt}], b[${nt}]);
+        ${kname}_mma(acc[${mt}][${nt}], fa${f}[${mt}], fb${f}[${nt}]);
 % endfor
-% endfor
-        }
 % endfor
 </%def>
-## The k loop over a column tile's live stages: wait for stage s, issue
-## the loads of the stage NBUF - 1 ahead (with tiles, running on into the
-## next tile: it, sn count stages over all the block's tiles), compute,
-## then the epilogue.
-<%def name="kloop()">\
-<%
-    it = 's' if T == 1 else 'tile*nst + s'
-    last = 'nst' if T == 1 else 'nit'
-    slot = 'sn' if T == 1 else 'sl'
-    cbase = 'col0' if T == 1 else f'(cb0 + tl*{BN})'
-%>\
-#pragma unroll 1
-    for (int s = 0; s < nst; ++s)
-    {
-        const int it = ${it};
-        GIMMIK_CP_ASYNC("wait_group ${NBUF - 2}");
-        __syncthreads();
+## Issue the loads of stage `sn` into buffer wb (with tiles the stages run
+## on into the next tile: sn counts stages over all the block's tiles) and
+## close their cp.async group.
+<%def name="issue(sn)">\
         {
-            const int sn = ${'s' if T == 1 else 'it'} + ${NBUF - 1};
-            if (sn < ${last})
+            const int sn = ${sn};
+            if (sn < ${'nst' if T == 1 else 'nit'})
             {
-                const int bn = sn % ${NBUF};
 % if T > 1:
                 const int tl = sn / nst, sl = sn - tl*nst;
+<% slot, cbase = 'sl', f'(cb0 + tl*{BN})' %>\
+% else:
+<% slot, cbase = 'sn', 'col0' %>\
 % endif
 % if full:
-${stage_load(slot, slot, 'bn', cbase)}\
+${stage_load(slot, slot, 'wb', cbase)}\
 % else:
                 const int kst = kidx[${slot}];
-${stage_load(slot, 'kst', 'bn', cbase)}\
+${stage_load(slot, 'kst', 'wb', cbase)}\
 % endif
             }
             GIMMIK_CP_ASYNC("commit_group");
+            wb = wb == ${NBUF - 1} ? 0 : wb + 1;
         }
-${compute()}\
+</%def>
+## The k loop over a column tile's live stages.  Stage it's fragments of
+## k-step ks + 1 load while the mmas of ks issue; before the last k-step's
+## mmas the block waits for stage it + 1 (one barrier per stage) and loads
+## its first fragments, so that no warp waits for shared memory after the
+## barrier.  The loads of stage it + NBUF - 1 go to buffer wb, read last in
+## stage it - 1: issued after the mmas of k-step 0 where a stage has more
+## than one k-step and NBUF > 2 (their address arithmetic then issues
+## while the tensor cores work), else right after the barrier that ended
+## stage it - 1 (stage it + NBUF - 1 has a whole stage to land).
+## Fragments of k-step ks live in set ks % 2; stage it + 1's first ones
+## arrive in set kstage % 2, moved to set 0 where kstage is odd.
+<%def name="kloop()">\
+<% it = 's' if T == 1 else 'tile*nst + s' %>\
+#pragma unroll 1
+    for (int s = 0; s < nst; ++s)
+    {
+% for ks in range(P.kstage):
+% if ks < P.kstage - 1:
+${frags(ks + 1, (ks + 1) % 2, 'rb')}\
+% else:
+        GIMMIK_CP_ASYNC("wait_group ${NBUF - 2}");
+        __syncthreads();
+        rb = rb == ${NBUF - 1} ? 0 : rb + 1;
+${frags(0, (ks + 1) % 2, 'rb')}\
+% if not late_issue:
+${issue(f'{it} + {NBUF}')}\
+% endif
+% endif
+${mmas(ks % 2)}\
+% if ks == 0 and late_issue:
+${issue(f'{it} + {NBUF - 1}')}\
+% endif
+% endfor
+% if P.kstage % 2:
+#pragma unroll
+        for (int i = 0; i < ${P.wm*NA}; ++i)
+            fa0[i / ${NA}][i % ${NA}] = fa1[i / ${NA}][i % ${NA}];
+#pragma unroll
+        for (int i = 0; i < ${P.wn*NB}; ++i)
+            fb0[i / ${NB}][i % ${NB}] = fb1[i / ${NB}][i % ${NB}];
+% endif
     }
 
 ${epilogue()}\
@@ -327,6 +359,16 @@ ${stage_load('sl', 'kst', s, f'(cb0 + tl*{BN})')}\
 % endif
     GIMMIK_CP_ASYNC("commit_group");
 % endfor
+    // buffers: rb holds the stage computed, wb takes the next one loaded
+    int rb = 0, wb = ${NBUF - 1};
+    double fa0[${P.wm}][${NA}], fb0[${P.wn}][${NB}];
+    double fa1[${P.wm}][${NA}], fb1[${P.wn}][${NB}];
+    GIMMIK_CP_ASYNC("wait_group ${NBUF - 2}");
+    __syncthreads();
+${frags(0, 0, 'rb')}\
+% if not late_issue:
+${issue(NBUF - 1)}\
+% endif
 
 % if T == 1:
 ${kloop()}\
