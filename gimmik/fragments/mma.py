@@ -247,7 +247,8 @@ def gemm_fragment_sizes(shape):
 # compute-bound, the loads' address arithmetic then issues while the tensor
 # cores work; below it, memory-bound, loads issue as early as they can.
 # H100: late issue 1.5-9 % faster at 18.7-28.6 flop/byte, up to 5 % slower
-# at 10.5-12.9, even at 15-17 (bench/results/cuda-h100-gemm-issue-*).
+# at 10.5-12.9, even at 15-17 (bench/results/cuda-h100-gemm-issue-before
+# and -late: one run of 34 operators, late issue in every kernel there).
 GEMM_LATE_ISSUE_FLOP_PER_BYTE = 16
 
 
