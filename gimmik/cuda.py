@@ -63,14 +63,22 @@ CANDIDATES = [
     # compute-bound dense operators first (bench/results/cuda-h100-gemm-*);
     # m16n8k4 reads B's fragments straight into its operand registers (the
     # k8 and k16 shapes need register moves with the B layout of
-    # gimmik.fragments.mma); m8n8k4 is the sm_80 shape.
+    # gimmik.fragments.mma); m8n8k4 is the sm_80 shape.  Static shared
+    # memory (48 KiB, all PyFR's launches allow) bounds BK*(BM + BN)*nbuf:
+    # 8-deep stages, six of them, lead (bench/results/cuda-h100-gemm-rows.csv).
     *[('mma-gemm', dict(p, skip=True, cpre=True), gate) for p, gate in [
+        (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=2,
+              nbuf=6), 'mma90 w2'),
         (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
               nbuf=3), 'mma90 w2'),
         (dict(shape='m16n8k4', mwarps=4, nwarps=2, wm=2, wn=4, kstage=2,
               nbuf=4), 'mma90 w2'),
         (dict(shape='m16n8k4', mwarps=3, nwarps=2, wm=3, wn=4, kstage=2,
               nbuf=3), 'mma90 w2'),
+        (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
+              nbuf=4), 'mma90 w2'),
+        (dict(shape='m16n8k4', mwarps=4, nwarps=1, wm=2, wn=4, kstage=2,
+              nbuf=6), 'mma90 w2'),
         (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
               nbuf=3), 'mma90 w2'),
         (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,

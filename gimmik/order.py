@@ -125,10 +125,14 @@ def _prefs_gemm(beta):
               nbuf=3)
     m8 = dict(shape='m8n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
               nbuf=3)
+    k4b6 = dict(k4, kstage=2, nbuf=6)       # six 8-deep stages
+    k4n1 = dict(k4b6, mwarps=4, nwarps=1)   # 64 x 32 block tiles
+    k4w4 = dict(k4s2, nbuf=4)               # 128 x 64, warp tiles 64 x 32
     if beta:
-        order = [k4m4, k4m3, k4, k4s2, k8, m8]
+        order = [k4b6, k4m4, k4n1, k4m3, k4, k4s2, k8, m8]
     else:
-        order = [k4, k4m4, k4m3, k4s2, dict(k4, tiles=4), k8, m8]
+        order = [k4b6, k4, k4m4, k4w4, k4m3, k4s2, dict(k4, tiles=4), k8,
+                 m8]
     return [(g, dict(p, tiles=p.get('tiles'))) for p in order]
 
 

@@ -323,6 +323,8 @@ GEMM_EMU = [  # (shape params, operator, beta, baked)
           nbuf=3), 'deep', 0.0, False),
     (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=2,
           nbuf=4, skip=True, cpre=True, tiles=2), 'deep', -0.5, True),
+    (dict(shape='m16n8k4', mwarps=4, nwarps=1, wm=2, wn=4, kstage=2,
+          nbuf=6), 'deep', 1.0, False),
 ]
 
 

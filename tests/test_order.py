@@ -74,10 +74,12 @@ def test_unnamed_candidates_keep_table_order_after_named():
 def test_dense_offers_the_tensor_cores_first():
     _, out = ordered(rng_sparse(84, 112, 1.0), beta=0.0)
     assert out[0].family == 'mma-gemm'
-    assert out[0].params['kstage'] == 4 and out[0].params['wm'] == 2
+    assert out[0].params['kstage'] == 2 and out[0].params['nbuf'] == 6
+    assert out[1].params['kstage'] == 4 and out[1].params['wm'] == 2
     _, out = ordered(rng_sparse(84, 112, 1.0), beta=1.0)
     assert out[0].family == 'mma-gemm'
-    assert out[0].params['mwarps'] == 4 and out[0].params['kstage'] == 2
+    assert out[0].params['nbuf'] == 6 and out[0].params['nwarps'] == 2
+    assert out[1].params['mwarps'] == 4 and out[1].params['nbuf'] == 4
     assert all(c.family == 'mma-gemm' for c in out[:6])
 
 
