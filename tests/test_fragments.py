@@ -13,7 +13,8 @@ from gimmik.fragments import (MAX_CHUNK_KTILES, MFMA_K, MFMA_M, WAVE,
                               model_product, tile_operator)
 from gimmik.fragments.mma import (GEMM_SHAPES, MMA_N, gemm_b_offset,
                                   gemm_b_read, gemm_c_pairs, gemm_coords,
-                                  gemm_model, gemm_plan, gemm_reference)
+                                  gemm_model, gemm_ntile, gemm_plan,
+                                  gemm_reference)
 from gimmik.verify import reference
 
 
@@ -173,11 +174,13 @@ def test_lds_bounded_whatever_k():
 # -- mma-gemm: the fragment layouts and the bake ---------------------------
 @pytest.mark.parametrize('shape', sorted(GEMM_SHAPES))
 def test_gemm_coords_cover_each_element_once(shape):
-    """Every element of the A (MT x KT), B (KT x 8) and C (MT x 8) tiles is
-    held by exactly one (lane, value)."""
+    """Every element of the A (MT x KT), B (KT x NT) and C (MT x NT) tiles
+    is held by exactly one (lane, value); NT = 8, 16 for transposed
+    shapes."""
     mt, kt = GEMM_SHAPES[shape]
-    for rc, dims in zip(gemm_coords(shape), ((mt, kt), (kt, MMA_N),
-                                              (mt, MMA_N))):
+    nt = gemm_ntile(shape)
+    assert nt == (16 if shape.endswith('t') else 8)
+    for rc, dims in zip(gemm_coords(shape), ((mt, kt), (kt, nt), (mt, nt))):
         seen = np.zeros(dims, int)
         np.add.at(seen, (rc[..., 0], rc[..., 1]), 1)
         assert (seen == 1).all()
@@ -197,6 +200,17 @@ def test_gemm_coords_are_the_ptx_layout():
     assert tuple(a[lane, 5]) == (11, 9) and tuple(b[lane, 3]) == (13, 3)
     a, b, _ = gemm_coords('m16n8k4')
     assert [tuple(x) for x in a[lane]] == [(3, 1), (11, 1)]
+
+
+def test_gemm_transposed_coords_swap_the_operands():
+    """A transposed shape's A values are the PTX B operand of the same
+    instruction read as A's tile transposed, its B values the PTX A
+    operand read as B's tile transposed, its C the D fragment transposed."""
+    for k in (4, 8, 16):
+        a, b, c = gemm_coords(f'm16n8k{k}')
+        at, bt, ct = gemm_coords(f'm16n8k{k}t')
+        assert (at == b[..., ::-1]).all() and (bt == a[..., ::-1]).all()
+        assert (ct == c[..., ::-1]).all()
 
 
 def test_gemm_model_m8n8k4_is_the_ptx_layout(rng):

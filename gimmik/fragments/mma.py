@@ -47,24 +47,61 @@ MMA_N = 8
 #             C: c_i = C[g + 8(i/2)][2t + i%2], i < 4.
 # The m16n8k* shapes are sm_90 (PTX ISA 7.8).
 
+# Transposed shapes (name ending in t: m16n8k4t, m16n8k8t, m16n8k16t) run
+# the same m16n8kK instruction with the operands' roles swapped: the MMA's
+# A (16 x K) is B's tile transposed, 16 columns of B, and its B (K x 8) is
+# A's tile transposed, 8 rows of A; D is C's 8 x 16 tile transposed.  A
+# lane then holds, per 16-column n-tile, B's columns g and g + 8 of rows
+# t + 4q (a_{2q}, a_{2q+1}) and C's columns g and g + 8 of rows 2t, 2t + 1:
+# with MMA row i of an n-tile at the tile's column 2*(i % 8) + i // 8
+# (GemmPlan.column) both are adjacent pairs, read from shared memory as
+# 16-byte vectors for any K (no register moves at k8 and k16) and stored
+# to C by 8 lanes a row as whole 128-byte lines (no shuffles).
+
+# shape -> (rows of A per m-tile, k per MMA)
 GEMM_SHAPES = {'m8n8k4': (8, 4), 'm16n8k4': (16, 4), 'm16n8k8': (16, 8),
-               'm16n8k16': (16, 16)}
-GEMM_SM90 = frozenset({'m16n8k4', 'm16n8k8', 'm16n8k16'})
+               'm16n8k16': (16, 16), 'm16n8k4t': (8, 4), 'm16n8k8t': (8, 8),
+               'm16n8k16t': (8, 16)}
+GEMM_SM90 = frozenset({'m16n8k4', 'm16n8k8', 'm16n8k16', 'm16n8k4t',
+                       'm16n8k8t', 'm16n8k16t'})
+
+
+def gemm_transposed(shape):
+    """Whether an MMA shape swaps the operands' roles (see above)."""
+    return shape.endswith('t')
+
+
+def gemm_instr(shape):
+    """The PTX mma shape of an MMA shape name."""
+    return shape[:-1] if gemm_transposed(shape) else shape
+
+
+def gemm_ntile(shape):
+    """Columns of B and C per MMA tile."""
+    return 2*MMA_N if gemm_transposed(shape) else MMA_N
 
 
 def gemm_coords(shape):
-    """Per-lane (row, column) of each fragment value of an MMA shape:
-    three int arrays (32, na, 2), (32, nb, 2), (32, nc, 2) for A, B, C."""
+    """Per-lane (row, column) of each fragment value of an MMA shape, in
+    the tiles of A (rows x k), B (k x ntile) and C (rows x ntile): three
+    int arrays (32, na, 2), (32, nb, 2), (32, nc, 2); for transposed
+    shapes A's values are the MMA's B operand and B's its A operand, in
+    operand order."""
     mt, kt = GEMM_SHAPES[shape]
     lanes = np.arange(32)
     g, t = lanes // 4, lanes % 4
-    if mt == 8:
-        a = [(g, t)]
-        c = [(g, 2*t), (g, 2*t + 1)]
+    if gemm_transposed(shape):
+        a = [(g, t + 4*i) for i in range(kt // 4)]
+        b = [(t + 4*(i // 2), g + 8*(i % 2)) for i in range(kt // 2)]
+        c = [(2*t + i % 2, g + 8*(i // 2)) for i in range(4)]
     else:
-        a = [(g + 8*(i % 2), t + 4*(i // 2)) for i in range(kt // 2)]
-        c = [(g + 8*(i // 2), 2*t + i % 2) for i in range(4)]
-    b = [(t + 4*i, g) for i in range(kt // 4)]
+        if mt == 8:
+            a = [(g, t)]
+            c = [(g, 2*t), (g, 2*t + 1)]
+        else:
+            a = [(g + 8*(i % 2), t + 4*(i // 2)) for i in range(kt // 2)]
+            c = [(g + 8*(i // 2), 2*t + i % 2) for i in range(4)]
+        b = [(t + 4*i, g) for i in range(kt // 4)]
 
     def pack(rc):
         return np.stack([np.stack(x, axis=1) for x in rc], axis=1)
@@ -75,10 +112,11 @@ def gemm_model(shape, afrag, bfrag, cfrag):
     """NumPy model of one f64 mma of `shape` on per-lane fragments afrag
     (32, na), bfrag (32, nb), cfrag (32, nc); returns dfrag (32, nc)."""
     mt, kt = GEMM_SHAPES[shape]
+    nt = gemm_ntile(shape)
     ac, bc, cc = gemm_coords(shape)
     a = np.zeros((mt, kt))
-    b = np.zeros((kt, MMA_N))
-    c = np.zeros((mt, MMA_N))
+    b = np.zeros((kt, nt))
+    c = np.zeros((mt, nt))
     a[ac[..., 0], ac[..., 1]] = afrag
     b[bc[..., 0], bc[..., 1]] = bfrag
     c[cc[..., 0], cc[..., 1]] = cfrag
@@ -134,8 +172,23 @@ class GemmPlan:
     def shared(self):
         return 8*self.nbuf*(self.BM + self.BN)*self.BK
 
+    @property
+    def transposed(self):
+        return gemm_transposed(self.shape)
+
+    @property
+    def ntile(self):
+        return gemm_ntile(self.shape)
+
+    @property
+    def instr(self):
+        return gemm_instr(self.shape)
+
     def column(self, wx, nt, j):
-        """The block's column of MMA column j of warp wx's n-tile nt."""
+        """The block's column of column j of warp wx's n-tile nt (the MMA's
+        column, or its row for transposed shapes)."""
+        if self.transposed:
+            return (wx*self.wn + nt)*2*MMA_N + 2*(j % 8) + j // 8
         swap = 2*(j % 2) if self.wn % 4 == 0 else 0
         return wx*MMA_N*self.wn + j*self.wn + (nt ^ swap)
 
@@ -174,7 +227,7 @@ def gemm_geometry(m, k, shape, mwarps, nwarps, wm, wn, kstage, nbuf):
     nmb = -(-nmt // (mwarps*wm))
     wm = -(-nmt // (nmb*mwarps))
     BK = kt*kstage
-    BN = MMA_N*nwarps*wn
+    BN = gemm_ntile(shape)*nwarps*wn
     return (wm, nmb, -(-k // BK), mwarps*wm*mt, BN, BK)
 
 
@@ -238,7 +291,8 @@ def gemm_live_stages(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf,
 def gemm_fragment_sizes(shape):
     """Values per lane of the A, B and C fragments of an MMA shape."""
     mt, kt = GEMM_SHAPES[shape]
-    return mt*kt // 32, kt // 4, mt*MMA_N // 32
+    nt = gemm_ntile(shape)
+    return mt*kt // 32, kt*nt // 32, mt*nt // 32
 
 
 # mma-gemm issues a stage's loads after the first k-step's mmas (late_issue)
@@ -313,11 +367,10 @@ def gemm_reference(plan, A, B):
     m, k = A.shape
     n = B.shape[1]
     lanes = np.arange(32)
-    g, t = lanes // 4, lanes % 4
     nnb = -(-n // P.BN)
     Bp = np.zeros((P.nstages*P.BK, nnb*P.BN))
     Bp[:k, :n] = B
-    _, _, cc = gemm_coords(P.shape)
+    _, bc, cc = gemm_coords(P.shape)
     C = np.zeros((P.nmb*P.BM, nnb*P.BN))
     per_mb = P.nslots*P.BM*P.BK
     nvec = P.a_per_lane // P.a_vec
@@ -337,12 +390,10 @@ def gemm_reference(plan, A, B):
                                      + np.arange(P.a_vec)]
                                  for j in range(nvec)], axis=1)
                                 for mt in range(P.wm)]
-                            row = kst*P.BK + ks*P.mma_k + t
+                            row = kst*P.BK + ks*P.mma_k + bc[..., 0]
                             for nt in range(P.wn):
-                                col = col0 + P.column(wx, nt, g)
-                                bf = np.stack([Bp[row + 4*i, col]
-                                               for i in range(P.b_per_lane)],
-                                              axis=1)
+                                bf = Bp[row, col0 + P.column(wx, nt,
+                                                             bc[..., 1])]
                                 for mt in range(P.wm):
                                     acc[mt, nt] = gemm_model(
                                         P.shape, af[mt], bf, acc[mt, nt])

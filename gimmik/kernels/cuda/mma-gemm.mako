@@ -24,7 +24,8 @@
     MT, KT, NA, NB, NC, V = P.mma_m, P.mma_k, P.a_per_lane, P.b_per_lane, P.c_per_lane, P.a_vec
     BM, BN, BK = P.BM, P.BN, P.BK
     HW = P.wn // 2
-    CSENT, CST = P.c_pairs()
+    TR = P.transposed
+    CSENT, CST = P.c_pairs() if not TR else (None, None)
 
     def cacc(mt, h, lc):
         # the accumulator of a lane's local column lc of C in row half h
@@ -53,7 +54,11 @@ static __constant__ short ${kname}_kidx[${P.kidx.size}] = {${', '.join(str(int(x
 static __constant__ short ${kname}_cnt[${P.nmb}] = {${', '.join(str(int(x)) for x in P.cnt)}};
 % endif
 
+% if TR:
+${mma.mma_fn(P.instr, 16, KT, NB, NA, NC)}
+% else:
 ${mma.mma_fn(shape, MT, KT, NA, NB, NC)}
+% endif
 ${mma.cp_async()}
 <%def name="stage_load(s, kst, buf, cbase='col0')">\
 % for it in range(-(-achunks // nthreads)):
@@ -92,6 +97,56 @@ ${mma.cp_async()}
 #pragma unroll
             for (int q = 0; q < ${NC}; ++q)
                 acc[i][j][q] = 0.0;
+% elif TR:
+## transposed: a lane's values of row 2t + h of C are columns 2g, 2g + 1
+## of each n-tile (c_h, c_{2+h}); 8 lanes read a row's 128-byte line.
+## Where the tile's columns are all inside n the reads are predicated on
+## the row alone (no branches: every read is in flight at once).
+<% sc = '' if beta == 1 else f'{betalit}*' %>\
+    if (col0 + ${BN} <= n)
+    {
+% for mt in range(P.wm):
+% for h in (0, 1):
+        {
+            const int row = mb*${BM} + (wy*${P.wm} + ${mt})*${MT} + 2*t4 + ${h};
+            const double* cr = c + row*ldcl + col0 + wx*${16*P.wn} + 2*g;
+% for nt in range(P.wn):
+            double2 cv${nt} = {0.0, 0.0};
+            if (row < ${m})
+                cv${nt} = __ldcs((const double2*)(cr + ${16*nt}));
+% endfor
+% for nt in range(P.wn):
+            acc[${mt}][${nt}][${h}] = ${sc}cv${nt}.x;
+            acc[${mt}][${nt}][${2 + h}] = ${sc}cv${nt}.y;
+% endfor
+        }
+% endfor
+% endfor
+    }
+    else
+    {
+% for mt in range(P.wm):
+% for h in (0, 1):
+        {
+            const int row = mb*${BM} + (wy*${P.wm} + ${mt})*${MT} + 2*t4 + ${h};
+% for nt in range(P.wn):
+            {
+                const int col = col0 + (wx*${P.wn} + ${nt})*16 + 2*g;
+                acc[${mt}][${nt}][${h}] = acc[${mt}][${nt}][${2 + h}] = 0.0;
+                if (row < ${m} && col + 1 < n)
+                {
+                    const double2 cv = __ldcs((const double2*)(c + row*ldcl + col));
+                    acc[${mt}][${nt}][${h}] = ${sc}cv.x;
+                    acc[${mt}][${nt}][${2 + h}] = ${sc}cv.y;
+                }
+                else if (row < ${m} && col < n)
+                    acc[${mt}][${nt}][${h}] = ${sc}__ldcs(c + row*ldcl + col);
+            }
+% endfor
+        }
+% endfor
+% endfor
+    }
 % else:
 ## beta*C read in whole sectors by lane pairs (gemm_c_pairs), the
 ## partner's columns then swapped into place (per-lane half-sector reads
@@ -161,6 +216,56 @@ ${mma.cp_async()}
 ## C's rows stored in whole sectors by lane pairs: the partner's columns
 ## swapped in first (gemm_c_pairs).
 <%def name="epilogue()">\
+% if TR:
+## transposed: 8 lanes write a row's 128-byte line per n-tile; where the
+## tile's columns are all inside n, without column checks
+<%
+    addc = not P.cpre and beta != 0
+    sc = '' if beta == 1 else f'{betalit}*'
+%>\
+    if (col0 + ${BN} <= n)
+    {
+% for mt in range(P.wm):
+% for h in (0, 1):
+        {
+            const int row = mb*${BM} + (wy*${P.wm} + ${mt})*${MT} + 2*t4 + ${h};
+            double* cr = c + row*ldcl + col0 + wx*${16*P.wn} + 2*g;
+            if (row < ${m})
+            {
+% if addc:
+% for nt in range(P.wn):
+                const double2 cv${nt} = __ldcs((const double2*)(cr + ${16*nt}));
+% endfor
+% endif
+% for nt in range(P.wn):
+% if addc:
+                __stcs((double2*)(cr + ${16*nt}), double2{acc[${mt}][${nt}][${h}] + ${sc}cv${nt}.x, acc[${mt}][${nt}][${2 + h}] + ${sc}cv${nt}.y});
+% else:
+                __stcs((double2*)(cr + ${16*nt}), double2{acc[${mt}][${nt}][${h}], acc[${mt}][${nt}][${2 + h}]});
+% endif
+% endfor
+            }
+        }
+% endfor
+% endfor
+    }
+    else
+    {
+% for mt in range(P.wm):
+% for h in (0, 1):
+        {
+            const int row = mb*${BM} + (wy*${P.wm} + ${mt})*${MT} + 2*t4 + ${h};
+            if (row < ${m})
+            {
+% for nt in range(P.wn):
+${mma.store_pair(f'col0 + (wx*{P.wn} + {nt})*16 + 2*g', f'acc[{mt}][{nt}][{h}]', f'acc[{mt}][{nt}][{2 + h}]', not P.cpre, ' '*16)}\
+% endfor
+            }
+        }
+% endfor
+% endfor
+    }
+% else:
 % for mt in range(P.wm):
 % for h in range(NC // 2):
 <%
@@ -185,6 +290,7 @@ ${mma.store_pair(f'col0 + cpair0 + {4*s}', f'(odd ? {val(1, 0, s)} : {val(0, 0, 
     }
 % endfor
 % endfor
+% endif
 </%def>
 ## Load k-step ks's A and B fragments of the stage in buffer `buf` into
 ## fragment set f (fa<f>, fb<f>).
@@ -206,6 +312,18 @@ ${mma.store_pair(f'col0 + cpair0 + {4*s}', f'(odd ? {val(1, 0, s)} : {val(0, 0, 
 % endif
 % endfor
 % endfor
+% if TR:
+## transposed: B's columns g, g + 8 of n-tile nt, rows t + 4q
+% for nt in range(P.wn):
+% for q in range(KT // 4):
+            {
+                const double2 x = *(const double2*)(bs + btv${nt} + ${(ks*KT + 4*q)*BN});
+                fb${f}[${nt}][${2*q}] = x.x;
+                fb${f}[${nt}][${2*q + 1}] = x.y;
+            }
+% endfor
+% endfor
+% else:
 % for i in range(NB):
 % for p in range(HW):
             {
@@ -215,12 +333,17 @@ ${mma.store_pair(f'col0 + cpair0 + {4*s}', f'(odd ? {val(1, 0, s)} : {val(0, 0, 
             }
 % endfor
 % endfor
+% endif
         }
 </%def>
 <%def name="mmas(f)">\
 % for mt in range(P.wm):
 % for nt in range(P.wn):
+% if TR:
+        ${kname}_mma(acc[${mt}][${nt}], fb${f}[${nt}], fa${f}[${mt}]);
+% else:
         ${kname}_mma(acc[${mt}][${nt}], fa${f}[${mt}], fb${f}[${nt}]);
+% endif
 % endfor
 % endfor
 </%def>
@@ -302,11 +425,19 @@ ${self.prologue()}\
     const int wy = warp / ${P.nwarps}, wx = warp % ${P.nwarps};
     // this lane's first column of C's stores in the block (gemm_c_pairs)
     // and its B vector reads of rows 0-3 of a stage (gemm_b_read)
+% if TR:
+    // this lane's B vector reads of rows 0-3 of a stage: columns g, g + 8
+    // of n-tile nt, at block columns 2g, 2g + 1 of the tile (GemmPlan.column)
+% for nt in range(P.wn):
+    const int btv${nt} = t4*${BN} + 2*((wx*${8*P.wn} + ${8*nt} + g) ^ (2*t4));
+% endfor
+% else:
     const int odd = t4 & 1;
     const int cpair0 = wx*${8*P.wn} + (t4 >> 1)*${4*P.wn} + 2*odd;
 % for p in range(HW):
     const int bv${p} = t4*${BN} + 2*((wx*${4*P.wn} + g*${HW} + (${'(g & 1) ^ ' if P.wn % 4 == 0 else ''}${p})) ^ (2*t4));
 % endfor
+% endif
     // the B chunks this thread copies: row br, columns bc and bc + 1 of a
     // stage, to offset bso of its buffer (gemm_b_offset)
 % for it in range(-(-bchunks // nthreads)):
