@@ -59,14 +59,25 @@ SM_REGISTERS = 65536
 CANDIDATES = [
     # family            parameters                                 gate
     # mma-gemm: skip and cpre are dropped where they change nothing (beta
-    # 0, no zero slab: see MmaGemm.adapt).  Order: the H100 winners on the
-    # compute-bound dense operators first (bench/results/cuda-h100-gemm-*);
-    # m16n8k4 reads B's fragments straight into its operand registers (the
-    # k8 and k16 shapes need register moves with the B layout of
-    # gimmik.fragments.mma); m8n8k4 is the sm_80 shape.  Static shared
-    # memory (48 KiB, all PyFR's launches allow) bounds BK*(BM + BN)*nbuf:
-    # 8-deep stages, six of them, lead (bench/results/cuda-h100-gemm-rows.csv).
+    # 0, no zero slab: see MmaGemm.adapt).  Order: the H100 winners first
+    # (bench/results/cuda-h100-gemm-transposed.csv: the 64 x 64 transposed
+    # m16n8k4t tile, six 8-deep stages, best on 25 of 29 operators).  The
+    # transposed shapes read B's fragments as 16-byte vectors for any k and
+    # store C in whole lines; m8n8k4 is the sm_80 shape.  Static shared
+    # memory (48 KiB, all PyFR's launches allow) bounds BK*(BM + BN)*nbuf.
     *[('mma-gemm', dict(p, skip=True, cpre=True), gate) for p, gate in [
+        (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
+              nbuf=6), 'mma90 w2'),
+        (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=8, wn=2, kstage=2,
+              nbuf=4), 'mma90 w2'),
+        (dict(shape='m16n8k8t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
+              nbuf=3), 'mma90 w2'),
+        (dict(shape='m16n8k4t', mwarps=4, nwarps=2, wm=2, wn=2, kstage=2,
+              nbuf=6), 'mma90 w2'),
+        (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=4,
+              nbuf=3), 'mma90 w2'),
+        (dict(shape='m16n8k8t', mwarps=2, nwarps=1, wm=4, wn=2, kstage=2,
+              nbuf=4), 'mma90 w2'),
         (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=2,
               nbuf=6), 'mma90 w2'),
         (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
@@ -75,28 +86,6 @@ CANDIDATES = [
               nbuf=4), 'mma90 w2'),
         (dict(shape='m16n8k4', mwarps=3, nwarps=2, wm=3, wn=4, kstage=2,
               nbuf=3), 'mma90 w2'),
-        (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
-              nbuf=4), 'mma90 w2'),
-        (dict(shape='m16n8k4', mwarps=4, nwarps=1, wm=2, wn=4, kstage=2,
-              nbuf=6), 'mma90 w2'),
-        (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
-              nbuf=3), 'mma90 w2'),
-        (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
-              nbuf=3, tiles=4), 'mma90 w2'),
-        (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
-              nbuf=3), 'mma90 w2'),
-        (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=4,
-              nbuf=2), 'mma90 w2'),
-        (dict(shape='m16n8k4', mwarps=3, nwarps=2, wm=2, wn=4, kstage=2,
-              nbuf=4), 'mma90 w2'),
-        (dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=2,
-              nbuf=3), 'mma90 w2'),
-        (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=3, wn=4, kstage=4,
-              nbuf=2), 'mma90 w2'),
-        (dict(shape='m16n8k4', mwarps=3, nwarps=2, wm=3, wn=4, kstage=2,
-              nbuf=3, tiles=4), 'mma90 w2'),
-        (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
-              nbuf=3, tiles=4), 'mma90 w2'),
         (dict(shape='m8n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
               nbuf=3), 'mma w2'),
         (dict(shape='m8n8k4', mwarps=4, nwarps=2, wm=4, wn=4, kstage=2,
@@ -130,6 +119,8 @@ CANDIDATES = [
     # the sparser big operators (prisms): the tensor cores skip A's zero
     # slabs; offered after the streaming families
     *[('mma-gemm', dict(p, skip=True, cpre=True), 'gemmsparse') for p in [
+        dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
+             nbuf=6),
         dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
              nbuf=3),
         dict(shape='m16n8k4', mwarps=4, nwarps=2, wm=2, wn=4, kstage=2,

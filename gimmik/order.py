@@ -14,14 +14,15 @@ panel width when the generator bakes it (PyFR always passes it), None
 otherwise:
 
 - dense (density >= 0.5 and mma-gemm offered): mma-gemm first, its tiles
-  in the order measured best most often (for beta != 0 the 4 and 3
-  m-warp tiles first); with beta != 0, k < 32 and m >= 2k the
+  in the order measured best most often (the transposed 64 x 64 tile
+  first, then for beta != 0 its 8-warp twin); with beta != 0, k < 32 and
+  m >= 2k the
   m-split bstream (8 row groups) before them;
 - many rows (m > 64, cstream-mblock offered): cstream-mblock, its group
   counts sorted by distance from a predicted count (m/24 rows for beta =
   0; m/4 for beta != 0 with < 8 non-zeros a row, else m/8; at least 8),
   after the plain cstream where k <= 64 and beta = 0, and with the sparse
-  mma-gemm tile (4 m-warps) first where it is offered;
+  mma-gemm tile (the transposed 64 x 64 one) first where it is offered;
 - few rows, wide (k > m): cstream-ksplit first (4 k-groups first where
   each gets at least 4 columns of A), then cstream;
 - few rows, tall (m >= 2k) and density >= 0.4: bstream-msplit first
@@ -111,28 +112,21 @@ def _match(cand, family, **params):
 
 
 def _prefs_gemm(beta):
-    """mma-gemm rows (and the dense fall-backs) in order of preference."""
+    """mma-gemm rows in order of preference (H100: the transposed 64 x 64
+    tile of six 8-deep stages first for either beta)."""
     g = 'mma-gemm'
-    k4 = dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
-              nbuf=3)
-    k4m4 = dict(shape='m16n8k4', mwarps=4, nwarps=2, wm=2, wn=4, kstage=2,
-                nbuf=4)
-    k4m3 = dict(shape='m16n8k4', mwarps=3, nwarps=2, wm=3, wn=4, kstage=2,
-                nbuf=3)
-    k4s2 = dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
-                nbuf=3)
-    k8 = dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
-              nbuf=3)
+    t4 = dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
+              nbuf=6)
+    t4w8 = dict(t4, wm=8, nbuf=4)                  # 128 x 64
+    t8 = dict(t4, shape='m16n8k8t', nbuf=3)        # 16-deep stages
+    t4m4 = dict(t4, mwarps=4, wm=2)                # 8 warps
+    k4 = dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=2,
+              nbuf=6)
+    k4m4 = dict(k4, mwarps=4, nbuf=4)
     m8 = dict(shape='m8n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
               nbuf=3)
-    k4b6 = dict(k4, kstage=2, nbuf=6)       # six 8-deep stages
-    k4n1 = dict(k4b6, mwarps=4, nwarps=1)   # 64 x 32 block tiles
-    k4w4 = dict(k4s2, nbuf=4)               # 128 x 64, warp tiles 64 x 32
-    if beta:
-        order = [k4b6, k4m4, k4n1, k4m3, k4, k4s2, k8, m8]
-    else:
-        order = [k4b6, k4, k4m4, k4w4, k4m3, k4s2, dict(k4, tiles=4), k8,
-                 m8]
+    order = [t4, t4w8, t8, t4m4, k4, k4m4, m8] if not beta else \
+        [t4, t4m4, t4w8, t8, k4, k4m4, m8]
     return [(g, dict(p, tiles=p.get('tiles'))) for p in order]
 
 
@@ -214,7 +208,9 @@ def _prefs_stream(info, cands, beta, n=None):
             else:
                 mb = mb[:WARPROWS_AFTER] + wr + mb[WARPROWS_AFTER:]
         if 'mma-gemm' in families:   # the sparse tensor-core rows
-            gs = [('mma-gemm', dict(shape='m16n8k4', mwarps=4, nwarps=2,
+            gs = [('mma-gemm', dict(shape='m16n8k4t', mwarps=2, nwarps=2,
+                                    wm=4, wn=2)),
+                  ('mma-gemm', dict(shape='m16n8k4', mwarps=4, nwarps=2,
                                     wm=2, wn=4)),
                   ('mma-gemm', dict(shape='m16n8k4', mwarps=2, nwarps=2,
                                     wm=4, wn=4))]

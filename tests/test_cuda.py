@@ -325,6 +325,17 @@ GEMM_EMU = [  # (shape params, operator, beta, baked)
           nbuf=4, skip=True, cpre=True, tiles=2), 'deep', -0.5, True),
     (dict(shape='m16n8k4', mwarps=4, nwarps=1, wm=2, wn=4, kstage=2,
           nbuf=6), 'deep', 1.0, False),
+    # transposed shapes (B the MMA's A operand)
+    (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
+          nbuf=6), 'dense', 0.0, False),
+    (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
+          nbuf=6, skip=True, cpre=True), 'deep', 1.0, True),
+    (dict(shape='m16n8k8t', mwarps=2, nwarps=1, wm=4, wn=2, kstage=2,
+          nbuf=4, cpre=True, tiles=3), 'slabs', -0.5, False),
+    (dict(shape='m16n8k16t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=1,
+          nbuf=2), 'dense', -0.5, True),
+    (dict(shape='m16n8k4t', mwarps=4, nwarps=2, wm=2, wn=2, kstage=2,
+          nbuf=6, skip=True, cpre=True, tiles=2), 'slabs', 1.0, True),
 ]
 
 

@@ -72,14 +72,17 @@ def test_unnamed_candidates_keep_table_order_after_named():
 
 
 def test_dense_offers_the_tensor_cores_first():
+    """Dense operators: the transposed 64 x 64 mma-gemm tile first (six
+    8-deep stages), then the 128 x 64 one (beta 0) or the 8-warp one."""
     _, out = ordered(rng_sparse(84, 112, 1.0), beta=0.0)
     assert out[0].family == 'mma-gemm'
-    assert out[0].params['kstage'] == 2 and out[0].params['nbuf'] == 6
-    assert out[1].params['kstage'] == 4 and out[1].params['wm'] == 2
+    assert out[0].params['shape'] == 'm16n8k4t'
+    assert out[0].params['nbuf'] == 6 and out[0].params['wm'] == 4
+    assert out[1].params['wm'] == 8
     _, out = ordered(rng_sparse(84, 112, 1.0), beta=1.0)
-    assert out[0].family == 'mma-gemm'
-    assert out[0].params['nbuf'] == 6 and out[0].params['nwarps'] == 2
-    assert out[1].params['mwarps'] == 4 and out[1].params['nbuf'] == 4
+    assert out[0].params['shape'] == 'm16n8k4t'
+    assert out[0].params['nbuf'] == 6 and out[0].params['mwarps'] == 2
+    assert out[1].params['mwarps'] == 4
     assert all(c.family == 'mma-gemm' for c in out[:6])
 
 
@@ -119,7 +122,8 @@ def test_sparse_gemm_tile_first_where_offered():
     A = rng_sparse(196, 588, 0.1)
     cands, out = ordered(A)
     assert any(c.family == 'mma-gemm' for c in cands)
-    assert out[0].family == 'mma-gemm' and out[0].params['mwarps'] == 4
+    assert out[0].family == 'mma-gemm'
+    assert out[0].params['shape'] == 'm16n8k4t'
     assert out[1].family == 'cstream-mblock'
 
 
