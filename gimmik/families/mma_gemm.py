@@ -6,7 +6,7 @@ cp.async; zero slabs of A skipped."""
 from gimmik.fragments import mma
 from gimmik.families import Family, Geometry
 
-# Registers beyond the accumulators and one k-step's fragments
+# Registers beyond the accumulators and two k-steps' fragments
 GEMM_REGISTER_MARGIN = 32
 
 _TILING = ('shape', 'mwarps', 'nwarps', 'wm', 'wn', 'kstage', 'nbuf')
@@ -48,7 +48,8 @@ class MmaGemm(Family):
         return mma.gemm_plan(self.A, late_issue=late, **p)
 
     def registers(self):
-        # accumulators and one k-step's A and B fragments (f64)
+        # accumulators and two k-steps' A and B fragments (f64: the next
+        # k-step's load while the mmas of one issue)
         wm, wn = self.tiling()[0], self.params['wn']
         na, nb, nc = mma.gemm_fragment_sizes(self.params['shape'])
-        return GEMM_REGISTER_MARGIN + 2*(wm*wn*nc + wm*na + wn*nb)
+        return GEMM_REGISTER_MARGIN + 2*(wm*wn*nc + 2*(wm*na + wn*nb))
