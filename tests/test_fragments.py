@@ -382,3 +382,29 @@ def test_gemm_plan_rejects_late_issue_without_spare_stages():
     with pytest.raises(ValueError, match='late_issue'):
         gemm_plan(np.ones((16, 8)), 'm16n8k4', mwarps=1, nwarps=1, wm=1,
                   wn=2, kstage=1, nbuf=3, late_issue=True)
+
+
+@pytest.mark.parametrize('wn,nwarps', [(2, 1), (2, 2), (4, 2)])
+def test_gemm_transposed_b_reads(wn, nwarps):
+    """Transposed shapes: lane (g, t) reads one 16-byte vector of a B stage
+    per n-tile and k-row t: B's columns g and g + 8 of the n-tile (the
+    MMA's a0, a1), adjacent by the column map and the stage layout; the 8
+    lanes of each quarter-warp hit 8 distinct 16-byte bank groups."""
+    plan = gemm_plan(np.ones((16, 8)), 'm16n8k8t', mwarps=1, nwarps=nwarps,
+                     wm=2, wn=wn, kstage=1, nbuf=2)
+    BN = plan.BN
+    assert BN == 16*nwarps*wn
+    lanes = np.arange(32)
+    g, t = lanes // 4, lanes % 4
+    for wx in range(nwarps):
+        for nt in range(wn):
+            off = gemm_b_offset(BN, t, plan.column(wx, nt, g))
+            assert (off % 2 == 0).all()
+            assert (off + 1 == gemm_b_offset(BN, t, plan.column(wx, nt,
+                                                                g + 8))).all()
+            # the template's formula for the same offset
+            tmpl = t*BN + 2*((wx*8*wn + 8*nt + g) ^ (2*t))
+            assert (tmpl == off).all()
+            for q in range(4):
+                groups = (off[8*q:8*q + 8] // 2) % 8
+                assert len(set(groups.tolist())) == 8

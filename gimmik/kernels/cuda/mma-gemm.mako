@@ -7,11 +7,13 @@
 ## m-block and stage) and BK x BN of B go to shared memory with cp.async,
 ## plan.nbuf stages deep, one __syncthreads per stage.  Where A has zero
 ## BM x BK slabs an m-block runs only its live stages (kidx, cnt; with
-## params skip).  Warp (wy, wx) owns wm m-tiles and wn 8-column n-tiles,
-## their columns interleaved (GemmPlan.column) so that B's fragments are
-## read two n-tiles at a time from a B stage whose rows have their 16-byte
+## params skip).  Warp (wy, wx) owns wm m-tiles and wn n-tiles (8
+## columns; 16 for the transposed shapes, whose MMAs take B as their A
+## operand), their columns placed by GemmPlan.column so that B's fragments
+## are 16-byte vector reads from a B stage whose rows have their 16-byte
 ## chunks permuted (gemm_b_offset, gemm_b_read); C is read and written in
-## whole sectors by lane pairs (gemm_c_pairs); accumulators stay in
+## whole sectors by lane pairs (gemm_c_pairs; transposed: whole 128-byte
+## lines by 8 lanes, no exchange); accumulators stay in
 ## registers; with params cpre they start from beta*C, loaded before the k
 ## loop, else beta*C is added at the end.  With params
 ## tiles T a block computes T column tiles in turn, its stage pipeline
@@ -26,6 +28,15 @@
     HW = P.wn // 2
     TR = P.transposed
     CSENT, CST = P.c_pairs() if not TR else (None, None)
+
+    def trow(mt, h):
+        # transposed shapes: the row of C of a lane's values c_h, c_{2+h}
+        # of m-tile mt
+        return f'mb*{BM} + (wy*{P.wm} + {mt})*{MT} + 2*t4 + {h}'
+
+    def tcol(nt):
+        # transposed shapes: C's column of a lane's c_h of n-tile nt
+        return f'col0 + (wx*{P.wn} + {nt})*16 + 2*g'
 
     def cacc(mt, h, lc):
         # the accumulator of a lane's local column lc of C in row half h
@@ -108,7 +119,7 @@ ${mma.cp_async()}
 % for mt in range(P.wm):
 % for h in (0, 1):
         {
-            const int row = mb*${BM} + (wy*${P.wm} + ${mt})*${MT} + 2*t4 + ${h};
+            const int row = ${trow(mt, h)};
             const double* cr = c + row*ldcl + col0 + wx*${16*P.wn} + 2*g;
 % for nt in range(P.wn):
             double2 cv${nt} = {0.0, 0.0};
@@ -128,10 +139,10 @@ ${mma.cp_async()}
 % for mt in range(P.wm):
 % for h in (0, 1):
         {
-            const int row = mb*${BM} + (wy*${P.wm} + ${mt})*${MT} + 2*t4 + ${h};
+            const int row = ${trow(mt, h)};
 % for nt in range(P.wn):
             {
-                const int col = col0 + (wx*${P.wn} + ${nt})*16 + 2*g;
+                const int col = ${tcol(nt)};
                 acc[${mt}][${nt}][${h}] = acc[${mt}][${nt}][${2 + h}] = 0.0;
                 if (row < ${m} && col + 1 < n)
                 {
@@ -228,7 +239,7 @@ ${mma.cp_async()}
 % for mt in range(P.wm):
 % for h in (0, 1):
         {
-            const int row = mb*${BM} + (wy*${P.wm} + ${mt})*${MT} + 2*t4 + ${h};
+            const int row = ${trow(mt, h)};
             double* cr = c + row*ldcl + col0 + wx*${16*P.wn} + 2*g;
             if (row < ${m})
             {
@@ -254,11 +265,11 @@ ${mma.cp_async()}
 % for mt in range(P.wm):
 % for h in (0, 1):
         {
-            const int row = mb*${BM} + (wy*${P.wm} + ${mt})*${MT} + 2*t4 + ${h};
+            const int row = ${trow(mt, h)};
             if (row < ${m})
             {
 % for nt in range(P.wn):
-${mma.store_pair(f'col0 + (wx*{P.wn} + {nt})*16 + 2*g', f'acc[{mt}][{nt}][{h}]', f'acc[{mt}][{nt}][{2 + h}]', not P.cpre, ' '*16)}\
+${mma.store_pair(tcol(nt), f'acc[{mt}][{nt}][{h}]', f'acc[{mt}][{nt}][{2 + h}]', not P.cpre, ' '*16)}\
 % endfor
             }
         }
