@@ -27,6 +27,7 @@
     BM, BN, BK = P.BM, P.BN, P.BK
     HW = P.wn // 2
     TR = P.transposed
+    SC = '' if beta == 1 else f'{betalit}*'    # beta*, as C's reads scale
     CSENT, CST = P.c_pairs() if not TR else (None, None)
 
     def trow(mt, h):
@@ -113,7 +114,6 @@ ${mma.cp_async()}
 ## of each n-tile (c_h, c_{2+h}); 8 lanes read a row's 128-byte line.
 ## Where the tile's columns are all inside n the reads are predicated on
 ## the row alone (no branches: every read is in flight at once).
-<% sc = '' if beta == 1 else f'{betalit}*' %>\
     if (col0 + ${BN} <= n)
     {
 % for mt in range(P.wm):
@@ -127,8 +127,8 @@ ${mma.cp_async()}
                 cv${nt} = __ldcs((const double2*)(cr + ${16*nt}));
 % endfor
 % for nt in range(P.wn):
-            acc[${mt}][${nt}][${h}] = ${sc}cv${nt}.x;
-            acc[${mt}][${nt}][${2 + h}] = ${sc}cv${nt}.y;
+            acc[${mt}][${nt}][${h}] = ${SC}cv${nt}.x;
+            acc[${mt}][${nt}][${2 + h}] = ${SC}cv${nt}.y;
 % endfor
         }
 % endfor
@@ -141,18 +141,7 @@ ${mma.cp_async()}
         {
             const int row = ${trow(mt, h)};
 % for nt in range(P.wn):
-            {
-                const int col = ${tcol(nt)};
-                acc[${mt}][${nt}][${h}] = acc[${mt}][${nt}][${2 + h}] = 0.0;
-                if (row < ${m} && col + 1 < n)
-                {
-                    const double2 cv = __ldcs((const double2*)(c + row*ldcl + col));
-                    acc[${mt}][${nt}][${h}] = ${sc}cv.x;
-                    acc[${mt}][${nt}][${2 + h}] = ${sc}cv.y;
-                }
-                else if (row < ${m} && col < n)
-                    acc[${mt}][${nt}][${h}] = ${sc}__ldcs(c + row*ldcl + col);
-            }
+${mma.load_pair(tcol(nt), f'acc[{mt}][{nt}][{h}]', f'acc[{mt}][{nt}][{2 + h}]', ' '*12)}\
 % endfor
         }
 % endfor
@@ -162,27 +151,13 @@ ${mma.cp_async()}
 ## beta*C read in whole sectors by lane pairs (gemm_c_pairs), the
 ## partner's columns then swapped into place (per-lane half-sector reads
 ## were slower: bench/results/cuda-h100-gemm-beta-direct.csv).
-<%
-    sc = '' if beta == 1 else f'{betalit}*'
-%>\
 % for mt in range(P.wm):
 % for h in range(NC // 2):
     {
         const int row = mb*${BM} + (wy*${P.wm} + ${mt})*${MT} + ${8*h} + g;
         double y[${2*P.wn}];
 % for s in range(len(CST)):
-        {
-            const int col = col0 + cpair0 + ${4*s};
-            y[${2*s}] = y[${2*s + 1}] = 0.0;
-            if (row < ${m} && col + 1 < n)
-            {
-                const double2 cv = __ldcs((const double2*)(c + row*ldcl + col));
-                y[${2*s}] = ${sc}cv.x;
-                y[${2*s + 1}] = ${sc}cv.y;
-            }
-            else if (row < ${m} && col < n)
-                y[${2*s}] = ${sc}__ldcs(c + row*ldcl + col);
-        }
+${mma.load_pair(f'col0 + cpair0 + {4*s}', f'y[{2*s}]', f'y[{2*s + 1}]', ' '*8)}\
 % endfor
 <%
     # y[2s + d] holds lane o's column of store s: its own local column i + d
@@ -230,10 +205,7 @@ ${mma.cp_async()}
 % if TR:
 ## transposed: 8 lanes write a row's 128-byte line per n-tile; where the
 ## tile's columns are all inside n, without column checks
-<%
-    addc = not P.cpre and beta != 0
-    sc = '' if beta == 1 else f'{betalit}*'
-%>\
+<% addc = not P.cpre and beta != 0 %>\
     if (col0 + ${BN} <= n)
     {
 % for mt in range(P.wm):
@@ -250,7 +222,7 @@ ${mma.cp_async()}
 % endif
 % for nt in range(P.wn):
 % if addc:
-                __stcs((double2*)(cr + ${16*nt}), double2{acc[${mt}][${nt}][${h}] + ${sc}cv${nt}.x, acc[${mt}][${nt}][${2 + h}] + ${sc}cv${nt}.y});
+                __stcs((double2*)(cr + ${16*nt}), double2{acc[${mt}][${nt}][${h}] + ${SC}cv${nt}.x, acc[${mt}][${nt}][${2 + h}] + ${SC}cv${nt}.y});
 % else:
                 __stcs((double2*)(cr + ${16*nt}), double2{acc[${mt}][${nt}][${h}], acc[${mt}][${nt}][${2 + h}]});
 % endif
@@ -434,8 +406,6 @@ ${self.prologue()}\
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int g = lane / 4, t4 = lane % 4;
     const int wy = warp / ${P.nwarps}, wx = warp % ${P.nwarps};
-    // this lane's first column of C's stores in the block (gemm_c_pairs)
-    // and its B vector reads of rows 0-3 of a stage (gemm_b_read)
 % if TR:
     // this lane's B vector reads of rows 0-3 of a stage: columns g, g + 8
     // of n-tile nt, at block columns 2g, 2g + 1 of the tile (GemmPlan.column)
@@ -443,6 +413,8 @@ ${self.prologue()}\
     const int btv${nt} = t4*${BN} + 2*((wx*${8*P.wn} + ${8*nt} + g) ^ (2*t4));
 % endfor
 % else:
+    // this lane's first column of C's stores in the block (gemm_c_pairs)
+    // and its B vector reads of rows 0-3 of a stage (gemm_b_read)
     const int odd = t4 & 1;
     const int cpair0 = wx*${8*P.wn} + (t4 >> 1)*${4*P.wn} + 2*odd;
 % for p in range(HW):

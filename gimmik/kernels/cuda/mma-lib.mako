@@ -78,3 +78,25 @@ ${i}    else if (col < n)
 ${i}        __stcs(c + row*ldcl + col, ${s0});
 ${i}}
 </%def>
+
+## Load beta*C of row `row` (in scope; rows from m on read nothing) at
+## column `col` (an expression) into a0, a1 (zero where outside C); a
+## ragged last column fills a0 alone.
+<%def name="load_pair(col, a0, a1, indent)">\
+<%
+    sc = '' if beta == 1 else f'{betalit}*'
+    i = indent
+%>\
+${i}{
+${i}    const int col = ${col};
+${i}    ${a0} = ${a1} = 0.0;
+${i}    if (row < ${m} && col + 1 < n)
+${i}    {
+${i}        const double2 cv = __ldcs((const double2*)(c + row*ldcl + col));
+${i}        ${a0} = ${sc}cv.x;
+${i}        ${a1} = ${sc}cv.y;
+${i}    }
+${i}    else if (row < ${m} && col < n)
+${i}        ${a0} = ${sc}__ldcs(c + row*ldcl + col);
+${i}}
+</%def>
