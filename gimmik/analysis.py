@@ -14,6 +14,11 @@ GROUP_READS = 8
 # Viability heuristics.  A family is only offered when A looks like the kind
 # of operator it was built for.
 DENSE_DENSITY = 0.5        # mfma/mma dense families: fraction of non-zeros
+# Below it, operators with at least this many non-zeros and this density
+# (prism-like: blocks of non-zeros) still pay for a tensor-core GEMM that
+# skips A's zero slabs (sparse_gemm_worth_it)
+SPARSE_GEMM_MIN_NNZ = 4096
+SPARSE_GEMM_MIN_DENSITY = 0.04
 MAX_UNROLLED_NNZ = 250_000  # beyond this the unrolled kernels become absurd
 MAX_DIM = 10_000            # m or k beyond this is rejected as absurd
 # m*k beyond this is rejected: A is held densely (the analysis, the vendor
@@ -36,6 +41,13 @@ class OperatorInfo:
     # all, over the B rows used: how often a row-blocked kernel reads each
     # used value of B (1 where the groups use disjoint rows of B)
     group_reads: float
+
+
+def sparse_gemm_worth_it(info):
+    """Whether an operator below DENSE_DENSITY has the non-zeros and
+    density for a tensor-core GEMM skipping A's zero slabs."""
+    return (info.nnz >= SPARSE_GEMM_MIN_NNZ
+            and info.density >= SPARSE_GEMM_MIN_DENSITY)
 
 
 def analyse(A):

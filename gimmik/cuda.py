@@ -11,14 +11,14 @@ gimmik.families; the fragment bake gimmik.fragments.mma.
 
 import numpy as np
 
-from gimmik.analysis import DENSE_DENSITY
+from gimmik.analysis import DENSE_DENSITY, sparse_gemm_worth_it
 from gimmik.base import MatMul
 from gimmik.order import order_candidates
 # the names the CUDA families and the tests have imported from here
 from gimmik.families.cstream_mblock import mblock_groups  # noqa: F401
 from gimmik.fragments.mma import (  # noqa: F401
-    GEMM_SHAPES, GEMM_SM90, MMA_N, WARP, gemm_coords, gemm_model, gemm_plan,
-    gemm_reference)
+    GEMM_SHAPES, GEMM_SM90, MMA_N, WARP, gemm_compute_bound, gemm_coords,
+    gemm_model, gemm_plan, gemm_reference)
 
 # Static __shared__ arrays are limited to 48 KiB in CUDA.
 MAX_STATIC_SHARED = 48*1024
@@ -136,11 +136,16 @@ CANDIDATES = [
 # to the tensor cores there and take minutes each to compile.
 MAX_STREAM_NNZ_DENSE = 8192
 
-# mma-gemm is also offered (after the streaming families; gate gemmsparse:
-# sm_90 and an even alignment too) for f64 operators below the dense
-# threshold with at least this many non-zeros and density.
-GEMM_SPARSE_MIN_NNZ = 4096
-GEMM_SPARSE_MIN_DENSITY = 0.04
+# mma-gemm is also offered (gate gemmsparse: sm_90 and an even alignment
+# too) for f64 operators below the dense threshold where
+# sparse_gemm_worth_it (prism-like), and for those with beta != 0 whose
+# dense product is memory-bound (not gemm_compute_bound): there beta*C's
+# read and C's write, most of the bytes, go in whole lines tile by tile.
+# H100, 15 operators the streaming families and the vendor ran within 3 %
+# of each other (bench/results/cuda-h100-gemm-sparse-beta*): mma-gemm beat
+# the streaming families on 3 of the 7 with beta != 0 (1.004-1.045x;
+# p3-hex-m3 0.98x -> 1.03x the vendor) and lost 0.6-2.7 % on the others,
+# beta 0 included; gimmik.order puts it first for the prism-like only.
 
 # Where it is (gate gemmsparse), the unrolled streaming families are not for
 # operators with more non-zeros than this: on the H100 the best of them was
@@ -168,10 +173,12 @@ def _gates(mm, dtype, cc):
     w2 = mm.width2_ok()
     mma_offered = (dtype == np.float64 and cc >= (8, 0)
                    and mma_worth_it(mm.info) and w2)
+    info = mm.info
     gemm_sparse = (dtype == np.float64 and cc >= (9, 0) and w2
-                   and not mma_worth_it(mm.info)
-                   and mm.info.nnz >= GEMM_SPARSE_MIN_NNZ
-                   and mm.info.density >= GEMM_SPARSE_MIN_DENSITY)
+                   and not mma_worth_it(info)
+                   and (sparse_gemm_worth_it(info)
+                        or mm.beta != 0
+                        and not gemm_compute_bound(info.m, info.k, mm.beta)))
     return {
         'w2': w2,
         'beta': mm.beta != 0,

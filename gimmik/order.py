@@ -22,7 +22,9 @@ otherwise:
   counts sorted by distance from a predicted count (m/24 rows for beta =
   0; m/4 for beta != 0 with < 8 non-zeros a row, else m/8; at least 8),
   after the plain cstream where k <= 64 and beta = 0, and with the sparse
-  mma-gemm tile (the transposed 64 x 64 one) first where it is offered;
+  mma-gemm tile (the transposed 64 x 64 one) first where it is offered
+  for A's non-zeros (sparse_gemm_worth_it; offered for beta != 0 alone,
+  it keeps its place at the end);
 - few rows, wide (k > m): cstream-ksplit first (4 k-groups first where
   each gets at least 4 columns of A), then cstream;
 - few rows, tall (m >= 2k) and density >= 0.4: bstream-msplit first
@@ -63,7 +65,7 @@ replays PyFR's walk on both (bench/results/order-replay.{csv,log}).
 
 import math
 
-from gimmik.analysis import DENSE_DENSITY
+from gimmik.analysis import DENSE_DENSITY, sparse_gemm_worth_it
 
 # Rows beyond which the row-blocked families are offered (cuda 'bigm')
 BIG_M = 64
@@ -207,7 +209,8 @@ def _prefs_stream(info, cands, beta, n=None):
                 mb = wr + mb
             else:
                 mb = mb[:WARPROWS_AFTER] + wr + mb[WARPROWS_AFTER:]
-        if 'mma-gemm' in families:   # the sparse tensor-core rows
+        if 'mma-gemm' in families and sparse_gemm_worth_it(info):
+            # the sparse tensor-core rows (prism-like operators)
             gs = [('mma-gemm', dict(shape='m16n8k4t', mwarps=2, nwarps=2,
                                     wm=4, wn=2)),
                   ('mma-gemm', dict(shape='m16n8k4', mwarps=4, nwarps=2,

@@ -22,6 +22,7 @@ from gimmik.emulate import run_cuda
 from gimmik.validate import check_dtype
 from gimmik.cuda import CUDAMatMul
 
+
 # -- the candidate table ---------------------------------------------------
 def _variants(A, dtype='float64', **kw):
     cc = kw.pop('compute_capability', (9, 0))
@@ -81,6 +82,33 @@ def test_gemm_offered_for_sparser_big_operators(rng):
     hexlike = random_operator(rng, 1029, 343, 0.02)
     assert not any(x.startswith('mma-gemm')
                    for x in _variants(hexlike, aligne=2))
+
+
+def test_gemm_offered_for_sparse_operators_reading_c(rng):
+    """Sparse operators with beta != 0 whose dense product is memory-bound
+    get the mma-gemm rows too, after the streaming families (gimmik.order
+    puts them first for the prism-like only); with beta 0, or a dense
+    product that would be compute-bound, they do not."""
+    from gimmik.analysis import analyse, sparse_gemm_worth_it
+    from gimmik.fragments.mma import gemm_compute_bound
+    hexlike = random_operator(rng, 64, 96, 0.06)     # p3 hex m3-like
+    assert not sparse_gemm_worth_it(analyse(hexlike))
+    assert not gemm_compute_bound(64, 96, 1.0)
+    v = _variants(hexlike, beta=1.0, aligne=2)
+    gemm = [i for i, x in enumerate(v) if x.startswith('mma-gemm')]
+    assert gemm and all('/cpre/' in v[i] for i in gemm)
+    assert min(gemm) > max(i for i, x in enumerate(v)
+                           if x.startswith(('cstream', 'bstream')))
+    assert not any(x.startswith('mma-gemm')
+                   for x in _variants(hexlike, beta=0.0, aligne=2))
+    assert not any(x.startswith('mma-gemm') for x in
+                   _variants(hexlike, beta=1.0, aligne=2,
+                             compute_capability=(8, 0)))
+    big = random_operator(rng, 600, 600, 0.005)      # compute-bound dense
+    assert gemm_compute_bound(600, 600, 1.0)
+    assert not sparse_gemm_worth_it(analyse(big))
+    assert not any(x.startswith('mma-gemm')
+                   for x in _variants(big, beta=1.0, aligne=2))
 
 
 def test_no_unrolled_streaming_of_huge_sparse_gemm_operators(rng):
@@ -412,7 +440,7 @@ def test_gemm_emulation_catches_a_wrong_kernel(rng, wrong):
     assert not np.abs(out - (A @ B + C)).max() <= 1e-3
 
 
-# -- bstream-warprows run on the CPU -------------------------------------------
+# -- bstream-warprows run on the CPU ----------------------------------------
 WARPROWS_EMU = [  # (msplit, bsz, beta, dtype, baked)
     (4, 24, 0.0, 'float64', True), (8, 24, 1.0, 'float64', True),
     (4, 5, -0.5, 'float64', False), (3, 7, 1.0, 'float32', False)]

@@ -366,6 +366,7 @@ def test_gemm_issue_late_follows_intensity():
     B and C moved at least the threshold; beta*C adds C's reads), and only
     where a stage has k-steps and buffers to spare."""
     from gimmik.fragments.mma import (GEMM_LATE_ISSUE_FLOP_PER_BYTE,
+                                      gemm_compute_bound, gemm_intensity,
                                       gemm_issue_late)
     assert gemm_issue_late(420, 140, 0.0, 4, 3)        # 26 flop/byte
     assert not gemm_issue_late(140, 161, 1.0, 2, 3)    # 12.8 (beta*C read)
@@ -376,6 +377,11 @@ def test_gemm_issue_late_follows_intensity():
     t = GEMM_LATE_ISSUE_FLOP_PER_BYTE
     assert gemm_issue_late(8*t, 8*t, 0.0, 2, 3)
     assert not gemm_issue_late(8*t - 1, 8*t, 0.0, 2, 3)
+    # the intensity: 2*m*k flops a column over (k + m) words, 2*m with beta
+    assert gemm_intensity(64, 96, 0.0) == 2*64*96/(8*(96 + 64))
+    assert gemm_intensity(64, 96, 1.0) == 2*64*96/(8*(96 + 128))
+    assert gemm_compute_bound(8*t, 8*t, 0.0)
+    assert not gemm_compute_bound(8*t, 8*t, 1.0)
 
 
 def test_gemm_plan_rejects_late_issue_without_spare_stages():

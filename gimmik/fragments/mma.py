@@ -28,10 +28,11 @@ MMA_N = 8
 # accumulators.
 #
 # Columns: the MMA column j (0-7) of warp wx's n-tile nt is the block's
-# column wx*8*wn + j*wn + (nt ^ 2*(j % 2)) (GemmPlan.column; without the XOR
-# where wn is not a multiple of 4), so that a lane's B fragment values of all wn n-tiles are
-# wn adjacent columns of a row of B, read from shared memory two n-tiles a
-# vector, and its accumulators of a row of C are 2*wn adjacent columns.  A
+# column wx*8*wn + j*wn + (nt ^ 2*(j % 2)) (GemmPlan.column; without the
+# XOR where wn is not a multiple of 4), so that a lane's B fragment values
+# of all wn n-tiles are wn adjacent columns of a row of B, read from
+# shared memory two n-tiles a vector, and its accumulators of a row of C
+# are 2*wn adjacent columns.  A
 # B stage is held row after row, BN doubles a row, with the 16-byte chunks
 # of row r permuted by chunk ^ 2*(r % 4) (gemm_b_offset): the chunks of a
 # 128-byte line of B stay in one 128-byte line (cp.async copies whole
@@ -306,15 +307,24 @@ def gemm_fragment_sizes(shape):
 GEMM_LATE_ISSUE_FLOP_PER_BYTE = 16
 
 
+def gemm_intensity(m, k, beta):
+    """Flops per byte of B and C moved of the dense m x k product in f64:
+    2*m*k flops a column for k + m words, 2*m with beta*C."""
+    return 2*m*k / (8*(k + m*(2 if beta else 1)))
+
+
+def gemm_compute_bound(m, k, beta):
+    """Whether the dense product is compute-bound on the tensor cores (at
+    least GEMM_LATE_ISSUE_FLOP_PER_BYTE flops per byte)."""
+    return gemm_intensity(m, k, beta) >= GEMM_LATE_ISSUE_FLOP_PER_BYTE
+
+
 def gemm_issue_late(m, k, beta, kstage, nbuf):
     """Whether mma-gemm issues a stage's loads after the first k-step's
     mmas: for compute-bound operators, where a stage has more than one
     k-step and more than two buffers (else a stage's loads issue at the
     barrier before it, to have a whole stage to land)."""
-    words = k + m*(2 if beta else 1)
-    intensity = 2*m*k / (8*words)
-    return (kstage > 1 and nbuf > 2
-            and intensity >= GEMM_LATE_ISSUE_FLOP_PER_BYTE)
+    return kstage > 1 and nbuf > 2 and gemm_compute_bound(m, k, beta)
 
 
 def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
