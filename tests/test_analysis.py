@@ -1,8 +1,9 @@
 import numpy as np
 import pytest
 
-from gimmik.analysis import (OperatorInfo, analyse, chunks, ksplit_ranges,
-                             split_even)
+from gimmik.analysis import (SPARSE_GEMM_MIN_DENSITY, SPARSE_GEMM_MIN_NNZ,
+                             OperatorInfo, analyse, chunks, ksplit_ranges,
+                             sparse_gemm_worth_it, split_even)
 from gimmik import plans
 
 
@@ -198,3 +199,18 @@ def test_group_reads_counts_b_rows_read_by_row_groups():
     assert analyse(np.ones((16, 5))).group_reads == 8.0
     # fewer rows than groups: one group a row
     assert analyse(np.ones((3, 4))).group_reads == 3.0
+
+
+def test_sparse_gemm_worth_it_needs_both_non_zeros_and_density():
+    """At the thresholds, not below either of them."""
+    side = 400
+    nnz = max(SPARSE_GEMM_MIN_NNZ, int(SPARSE_GEMM_MIN_DENSITY*side*side))
+    A = np.zeros((side, side))
+    A.reshape(-1)[:nnz] = 1.0
+    assert sparse_gemm_worth_it(analyse(A))
+    A.reshape(-1)[nnz - 1] = 0.0                   # one non-zero too few
+    assert not sparse_gemm_worth_it(analyse(A))
+    wide = np.zeros((64, 4*SPARSE_GEMM_MIN_NNZ))   # enough non-zeros, thin
+    wide.reshape(-1)[:SPARSE_GEMM_MIN_NNZ] = 1.0
+    assert analyse(wide).density < SPARSE_GEMM_MIN_DENSITY
+    assert not sparse_gemm_worth_it(analyse(wide))
