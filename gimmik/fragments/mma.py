@@ -32,13 +32,12 @@ MMA_N = 8
 # XOR where wn is not a multiple of 4), so that a lane's B fragment values
 # of all wn n-tiles are wn adjacent columns of a row of B, read from
 # shared memory two n-tiles a vector, and its accumulators of a row of C
-# are 2*wn adjacent columns.  A
-# B stage is held row after row, BN doubles a row, with the 16-byte chunks
-# of row r permuted by chunk ^ 2*(r % 4) (gemm_b_offset): the chunks of a
-# 128-byte line of B stay in one 128-byte line (cp.async copies whole
-# sectors), and the warp-wide vector reads, lanes of odd and even g
-# reading the two halves of a sector (the XOR in the column map), are free
-# of bank conflicts.
+# are 2*wn adjacent columns.  A B stage is held row after row, BN doubles
+# a row, with the 16-byte chunks of row r permuted by chunk ^ 2*(r % 4)
+# (gemm_b_offset): the chunks of a 128-byte line of B stay in one 128-byte
+# line (cp.async copies whole sectors), and the warp-wide vector reads,
+# lanes of odd and even g reading the two halves of a sector (the XOR in
+# the column map), are free of bank conflicts.
 #
 # Fragment layouts (PTX ISA, "Matrix fragments for mma.m8n8k4 / m16n8k4 /
 # m16n8k8 / m16n8k16" with .f64), g = lane/4, t = lane%4:
@@ -296,10 +295,10 @@ def gemm_fragment_sizes(shape):
     return mt*kt // 32, kt*nt // 32, mt*nt // 32
 
 
-# mma-gemm issues a stage's loads after the first k-step's mmas (late_issue)
-# where the operator does at least this many flops per byte of B and C it
-# moves (dense: 2*m*k flops per column, k + m words, 2*m with beta*C):
-# compute-bound, the loads' address arithmetic then issues while the tensor
+# The dense product is compute-bound on the tensor cores (gemm_compute_bound)
+# at this many flops per byte of B and C it moves (gemm_intensity).  There
+# mma-gemm issues a stage's loads after the first k-step's mmas
+# (late_issue): the loads' address arithmetic then issues while the tensor
 # cores work; below it, memory-bound, loads issue as early as they can.
 # H100: late issue 1.5-9 % faster at 18.7-28.6 flop/byte, up to 5 % slower
 # at 10.5-12.9, even at 15-17 (bench/results/cuda-h100-gemm-issue-before
