@@ -306,8 +306,6 @@ REPORT_VERSION = 2
 _memo = {}
 
 
-
-
 def inspect(src, arch, kname=None):
     """Compile src for arch with clang and return its report: a dict with
     the keys of KEYS (and a few more: total_vgprs, spills, stores,

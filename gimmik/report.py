@@ -166,6 +166,7 @@ def markdown(rows, plots=(), problems=()):
     """The report as Markdown text; `problems` lists the (line, reason) of
     table rows that could not be used."""
     s = summarise(rows)
+
     def listed(col, sep=', '):
         return md_escape(sep.join(_distinct(rows, col)))
 

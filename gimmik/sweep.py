@@ -158,7 +158,7 @@ def write_tables(outdir, rows, config):
               for c in COLUMNS} for r in rows]
     doc = {'config': config, 'columns': list(COLUMNS), 'rows': clean}
     atomic_write(os.path.join(outdir, JSON_NAME),
-                  json.dumps(doc, indent=1) + '\n')
+                 json.dumps(doc, indent=1) + '\n')
 
 
 # -- one operator ----------------------------------------------------------
@@ -427,7 +427,7 @@ def _write_tune_json(outdir, name, result):
     text = doc if isinstance(doc, str) else json.dumps(doc, indent=1,
                                                        default=str)
     atomic_write(os.path.join(outdir, TUNE_DIR, f'{safe_name(name)}.json'),
-                  text + '\n')
+                 text + '\n')
 
 
 # -- command line ------------------------------------------------------------
@@ -510,9 +510,6 @@ def panel_n(A, mib, itemsize=8, multiple=256):
     m, k = np.shape(A)
     cols = math.ceil(mib*2**20 / ((m + k)*itemsize))
     return -(-cols // multiple)*multiple
-
-
-
 
 
 class _Ahead:

@@ -327,7 +327,8 @@ def check_representable(A, beta, dtype):
         return
     big = float(np.finfo(np.float32).max)
     if np.abs(A).max() > big:
-        raise ValueError(f'A has values beyond the float32 range (+-{big:.4g})')
+        raise ValueError('A has values beyond the float32 range '
+                         f'(+-{big:.4g})')
     if abs(beta) > big:
         raise ValueError(f'beta ({beta}) is beyond the float32 range')
     if not A.astype(np.float32).any():

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gimmik.fragments.mfma import (MFMA_K, MFMA_M, MFMA_N, WAVE, lane_coords,
-                              mfma_f64_16x16x4)
+from gimmik.fragments.mfma import (MFMA_K, MFMA_M, MFMA_N, WAVE,
+                                   lane_coords, mfma_f64_16x16x4)
 
 FAMILY = 'mfma-gemm'
 
@@ -105,7 +105,7 @@ def geometry_of(m, k, mwaves, nwaves, wm, wn, kstage, vec=2):
                 a_chunks=block_m*block_k//2, b_chunks=block_k*block_n//2)
 
 
-# -- registers and occupancy ---------------------------------------------------
+# -- registers and occupancy ------------------------------------------------
 def register_estimate(params, m, k):
     """(arch VGPRs, AGPRs) a candidate needs.  The kernel asks for
     MIN_WAVES waves per SIMD (amdgpu_waves_per_eu), and clang-19 then keeps

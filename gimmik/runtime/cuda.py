@@ -41,7 +41,8 @@ class Runtime(_Runtime):
 
     def __init__(self, device=0, compiler='auto', cublaslt=True):
         if cupy is None:
-            raise RuntimeUnavailable(f'cupy is not importable: {_IMPORT_ERROR}')
+            raise RuntimeUnavailable(
+                f'cupy is not importable: {_IMPORT_ERROR}')
         try:
             ndev = cupy.cuda.runtime.getDeviceCount()
         except Exception as e:
