@@ -171,9 +171,9 @@ STREAM_BLOCK = 128
 def _gates(mm, dtype, cc):
     """The named conditions a candidate row may require."""
     w2 = mm.width2_ok()
-    mma_offered = (dtype == np.float64 and cc >= (8, 0)
-                   and mma_worth_it(mm.info) and w2)
     info = mm.info
+    mma_offered = (dtype == np.float64 and cc >= (8, 0)
+                   and mma_worth_it(info) and w2)
     gemm_sparse = (dtype == np.float64 and cc >= (9, 0) and w2
                    and not mma_worth_it(info)
                    and (sparse_gemm_worth_it(info)
@@ -182,11 +182,11 @@ def _gates(mm, dtype, cc):
     return {
         'w2': w2,
         'beta': mm.beta != 0,
-        'bigk': len(mm.info.bix) > 64,
-        'bigm': mm.info.m > 64,
-        'stream': not ((mma_offered and mm.info.nnz > MAX_STREAM_NNZ_DENSE)
+        'bigk': len(info.bix) > 64,
+        'bigm': info.m > 64,
+        'stream': not ((mma_offered and info.nnz > MAX_STREAM_NNZ_DENSE)
                        or (gemm_sparse
-                           and mm.info.nnz > MAX_STREAM_NNZ_SPARSE)),
+                           and info.nnz > MAX_STREAM_NNZ_SPARSE)),
         'mma': mma_offered,
         'mma90': mma_offered and cc >= (9, 0),
         'sm90': cc >= (9, 0),

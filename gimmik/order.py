@@ -16,8 +16,7 @@ otherwise:
 - dense (density >= 0.5 and mma-gemm offered): mma-gemm first, its tiles
   in the order measured best most often (the transposed 64 x 64 tile
   first, then for beta != 0 its 8-warp twin); with beta != 0, k < 32 and
-  m >= 2k the
-  m-split bstream (8 row groups) before them;
+  m >= 2k the m-split bstream (8 row groups) before them;
 - many rows (m > 64, cstream-mblock offered): cstream-mblock, its group
   counts sorted by distance from a predicted count (m/24 rows for beta =
   0; m/4 for beta != 0 with < 8 non-zeros a row, else m/8; at least 8),
@@ -129,7 +128,7 @@ def _prefs_gemm(beta):
               nbuf=3)
     order = [t4, t4w8, t8, t4m4, k4, k4m4, m8] if not beta else \
         [t4, t4m4, t4w8, t8, k4, k4m4, m8]
-    return [(g, dict(p, tiles=p.get('tiles'))) for p in order]
+    return [(g, dict(p, tiles=None)) for p in order]   # tiles: not set
 
 
 def _nnz_per_row(info):

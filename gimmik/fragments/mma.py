@@ -318,12 +318,19 @@ def gemm_compute_bound(m, k, beta):
     return gemm_intensity(m, k, beta) >= GEMM_LATE_ISSUE_FLOP_PER_BYTE
 
 
+def _late_issue_fits(kstage, nbuf):
+    """Whether a stage has more than one k-step and there are more than
+    two buffers: the next stage is waited for before the late loads
+    issue."""
+    return kstage > 1 and nbuf > 2
+
+
 def gemm_issue_late(m, k, beta, kstage, nbuf):
     """Whether mma-gemm issues a stage's loads after the first k-step's
-    mmas: for compute-bound operators, where a stage has more than one
-    k-step and more than two buffers (else a stage's loads issue at the
-    barrier before it, to have a whole stage to land)."""
-    return kstage > 1 and nbuf > 2 and gemm_compute_bound(m, k, beta)
+    mmas: for compute-bound operators, where _late_issue_fits (else a
+    stage's loads issue at the barrier before it, to have a whole stage to
+    land)."""
+    return _late_issue_fits(kstage, nbuf) and gemm_compute_bound(m, k, beta)
 
 
 def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
@@ -333,7 +340,7 @@ def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
     (read before the k loop) instead of adding it at the end; tiles, the
     column tiles of BN a block computes in turn; late_issue, a stage's
     loads issued after the first k-step's mmas (gemm_issue_late)."""
-    if late_issue and (kstage < 2 or nbuf < 3):
+    if late_issue and not _late_issue_fits(kstage, nbuf):
         raise ValueError('late_issue needs kstage >= 2 and nbuf >= 3 (the '
                          'next stage waited for before its loads issue)')
     m, k = A.shape

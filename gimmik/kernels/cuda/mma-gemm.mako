@@ -120,7 +120,7 @@ ${mma.cp_async()}
 % for h in (0, 1):
         {
             const int row = ${trow(mt, h)};
-            const double* cr = c + row*ldcl + col0 + wx*${16*P.wn} + 2*g;
+            const double* cr = c + row*ldcl + ${tcol(0)};
 % for nt in range(P.wn):
             double2 cv${nt} = {0.0, 0.0};
             if (row < ${m})
@@ -212,7 +212,7 @@ ${mma.load_pair(f'col0 + cpair0 + {4*s}', f'y[{2*s}]', f'y[{2*s + 1}]', ' '*8)}\
 % for h in (0, 1):
         {
             const int row = ${trow(mt, h)};
-            double* cr = c + row*ldcl + col0 + wx*${16*P.wn} + 2*g;
+            double* cr = c + row*ldcl + ${tcol(0)};
             if (row < ${m})
             {
 % if addc:
