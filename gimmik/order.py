@@ -15,8 +15,9 @@ otherwise:
 
 - dense (density >= 0.5 and mma-gemm offered): mma-gemm first, its tiles
   in the order measured best most often (the transposed 64 x 64 tile
-  first, then for beta != 0 its 8-warp twin); with beta != 0, k < 32 and
-  m >= 2k the m-split bstream (8 row groups) before them;
+  first, held to four blocks an SM, then without; then for beta != 0 its
+  8-warp twin); with beta != 0, k < 32 and m >= 2k the m-split bstream
+  (8 row groups) before them;
 - many rows (m > 64, cstream-mblock offered): cstream-mblock, its group
   counts sorted by distance from a predicted count (m/24 rows for beta =
   0; m/4 for beta != 0 with < 8 non-zeros a row, else m/8; at least 8),
@@ -114,10 +115,12 @@ def _match(cand, family, **params):
 
 def _prefs_gemm(beta):
     """mma-gemm rows in order of preference (H100: the transposed 64 x 64
-    tile of six 8-deep stages first for either beta)."""
+    tile of six 8-deep stages first for either beta, held to four blocks
+    an SM before the same tile without)."""
     g = 'mma-gemm'
     t4 = dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
-              nbuf=6)
+              nbuf=6, blocks=None)
+    t4b4 = dict(t4, blocks=4)                      # four blocks an SM
     t4w8 = dict(t4, wm=8, nbuf=4)                  # 128 x 64
     t8 = dict(t4, shape='m16n8k8t', nbuf=3)        # 16-deep stages
     t4m4 = dict(t4, mwarps=4, wm=2)                # 8 warps
@@ -126,8 +129,8 @@ def _prefs_gemm(beta):
     k4m4 = dict(k4, mwarps=4, nbuf=4)
     m8 = dict(shape='m8n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
               nbuf=3)
-    order = [t4, t4w8, t8, t4m4, k4, k4m4, m8] if not beta else \
-        [t4, t4m4, t4w8, t8, k4, k4m4, m8]
+    order = [t4b4, t4, t4w8, t8, t4m4, k4, k4m4, m8] if not beta else \
+        [t4b4, t4, t4m4, t4w8, t8, k4, k4m4, m8]
     return [(g, dict(p, tiles=None)) for p in order]   # tiles: not set
 
 

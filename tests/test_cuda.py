@@ -84,6 +84,36 @@ def test_gemm_offered_for_sparser_big_operators(rng):
                    for x in _variants(hexlike, aligne=2))
 
 
+def test_gemm_blocks_row_caps_registers_only(rng):
+    """An mma-gemm row naming blocks gets that second launch bound and
+    nothing else changes: its kernel is its twin's without the bound."""
+    A = rng.standard_normal((150, 70))
+    mm = CUDAMatMul(A, beta=0.5, aligne=2)
+    p = dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
+             nbuf=6, cpre=True)
+    bound = re.compile(r'__launch_bounds__\((\d+), (\d+)\)')
+    srcs = []
+    for q in (dict(p, blocks=4), p):
+        cand = Candidate('mma-gemm', q, {'compute_capability': (9, 0)})
+        src, _ = mm.render(cand, np.float64, 'k0')
+        srcs.append(src)
+    assert bound.search(srcs[0]).groups() == ('128', '4')
+    assert bound.search(srcs[1]).groups() != ('128', '4')
+    assert bound.sub('', srcs[0]) == bound.sub('', srcs[1])
+    assert any(c.params.get('blocks') == 4
+               for c in mm._candidates(check_dtype('float64'), (9, 0)))
+
+
+def test_gemm_blocks_that_do_not_fit_an_sm_are_refused(rng):
+    """Five 48 KiB blocks exceed an SM's shared memory."""
+    mm = CUDAMatMul(rng.standard_normal((150, 70)), aligne=2)
+    cand = Candidate('mma-gemm', dict(
+        shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2, nbuf=6,
+        blocks=5), {'compute_capability': (9, 0)})
+    with pytest.raises(ValueError, match='do not fit an SM'):
+        mm.render(cand, np.float64, 'k0')
+
+
 def test_gemm_offered_for_sparse_operators_reading_c(rng):
     """Sparse operators with beta != 0 whose dense product is memory-bound
     get the mma-gemm rows too, after the streaming families (gimmik.order
@@ -293,8 +323,10 @@ def test_gemm_sm90_candidates_compile_without_spills(rng):
         if label == 'gemm-slabs-beta1':     # the skipping code is built
             assert not all(mm.kernel(c, dt).plan.full for c in cands)
         if label != 'gemm-baked-beta':      # (bounded run time) the three
-            cands = sorted(                # with the most registers
-                cands, key=lambda c: -mm.kernel(c, dt).registers())[:3]
+            cands = (sorted(               # with the most registers, and
+                [c for c in cands if 'blocks' not in c.params],
+                key=lambda c: -mm.kernel(c, dt).registers())[:3]
+                + [c for c in cands if 'blocks' in c.params])  # the capped
         srcs, names = [], {}
         for i, cand in enumerate(cands):
             src, meta = mm.render(cand, dt, f'k{i}')

@@ -73,17 +73,17 @@ def test_unnamed_candidates_keep_table_order_after_named():
 
 def test_dense_offers_the_tensor_cores_first():
     """Dense operators: the transposed 64 x 64 mma-gemm tile first (six
-    8-deep stages), then the 128 x 64 one (beta 0) or the 8-warp one."""
-    _, out = ordered(rng_sparse(84, 112, 1.0), beta=0.0)
-    assert out[0].family == 'mma-gemm'
-    assert out[0].params['shape'] == 'm16n8k4t'
-    assert out[0].params['nbuf'] == 6 and out[0].params['wm'] == 4
-    assert out[1].params['wm'] == 8
-    _, out = ordered(rng_sparse(84, 112, 1.0), beta=1.0)
-    assert out[0].params['shape'] == 'm16n8k4t'
-    assert out[0].params['nbuf'] == 6 and out[0].params['mwarps'] == 2
-    assert out[1].params['mwarps'] == 4
-    assert all(c.family == 'mma-gemm' for c in out[:6])
+    8-deep stages), held to four blocks an SM, then the same without, then
+    the 128 x 64 one (beta 0) or the 8-warp one."""
+    t4 = dict(shape='m16n8k4t', mwarps=2, wm=4, nbuf=6)
+    for beta, third in ((0.0, dict(wm=8)), (1.0, dict(mwarps=4))):
+        _, out = ordered(rng_sparse(84, 112, 1.0), beta=beta)
+        assert all(c.family == 'mma-gemm' for c in out[:6])
+        assert all(out[i].params[k] == v for i in (0, 1)
+                   for k, v in t4.items())
+        assert out[0].params['blocks'] == 4
+        assert 'blocks' not in out[1].params
+        assert all(out[2].params[k] == v for k, v in third.items())
 
 
 def test_wide_offers_ksplit_first():

@@ -1,7 +1,12 @@
 """mma-gemm (CUDA, f64): a GEMM with 2-D block tiling on the FP64 tensor
 cores (m8n8k4, Hopper's m16n8k4/k8/k16); A's slices (a baked table, see
 gimmik.fragments.mma) and B's tiles staged through shared memory with
-cp.async; zero slabs of A skipped."""
+cp.async; zero slabs of A skipped.
+
+Table parameter ``blocks`` (optional): the blocks per SM the launch bound
+asks ptxas to fit (registers capped at 64K/(threads*blocks)), where the
+platform's register budget would let ptxas use more registers and leave
+fewer blocks resident.  It does not change the plan."""
 
 from gimmik.fragments import mma
 from gimmik.families import Family, Geometry
@@ -42,10 +47,25 @@ class MmaGemm(Family):
                         cols_per_block=BN*p.get('tiles', 1), row_groups=nmb)
 
     def build_plan(self):
-        p = self.params
+        p = {k: v for k, v in self.params.items() if k != 'blocks'}
         late = mma.gemm_issue_late(self.info.m, self.info.k, self.mm.beta,
                                    p['kstage'], p['nbuf'])
         return mma.gemm_plan(self.A, late_issue=late, **p)
+
+    def launch_blocks(self, sm_shared, reserved):
+        """The row's blocks per SM (None where it names none); ValueError
+        where that many blocks do not fit an SM's sm_shared bytes of shared
+        memory (reserved more each) or its 2048 threads."""
+        blocks = self.params.get('blocks')
+        if blocks is None:
+            return None
+        g = self.geometry()
+        if (blocks*(g.shared + reserved) > sm_shared
+                or blocks*g.block[0] > 2048):
+            raise ValueError(f'mma-gemm: {blocks} blocks of {g.block[0]} '
+                             f'threads and {g.shared} bytes of shared '
+                             'memory do not fit an SM')
+        return blocks
 
     def registers(self):
         # accumulators and two k-steps' A and B fragments (f64: the next
