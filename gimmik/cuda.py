@@ -72,7 +72,8 @@ CANDIDATES = [
     # store C in whole lines; m8n8k4 is the sm_80 shape.  Static shared
     # memory (48 KiB, all PyFR's launches allow) bounds BK*(BM + BN)*nbuf.
     # blocks=4: the same tile held to 128 registers, four blocks an SM
-    # (ptxas gives it 124-140 registers, three blocks, without): 3 % faster
+    # (without, ptxas gives it up to 140 registers, three blocks where it
+    # takes more than 128): 3 % faster
     # on the 21 dense operators with m or k > 128, up to 9 % where C is
     # written more than B is read (bench/results/cuda-h100-gemm-blocks*);
     # it keeps the row without, which stays best where k is long and m
