@@ -54,8 +54,7 @@ FREE_REGISTER_FAMILIES = ('cstream', 'cstream-mblock', 'bstream')
 SM_REGISTERS = 65536
 
 # Shared memory of an sm_90 SM and the driver's reservation per block, for
-# the blocks per SM an mma-gemm row asks for (its rows with blocks are
-# sm_90 rows)
+# the blocks per SM a row asks for (the rows naming blocks are sm_90 rows)
 SM90_SHARED = 228*1024
 SHARED_RESERVED = 1024
 
@@ -73,11 +72,10 @@ CANDIDATES = [
     # memory (48 KiB, all PyFR's launches allow) bounds BK*(BM + BN)*nbuf.
     # blocks=4: the same tile held to 128 registers, four blocks an SM
     # (without, ptxas gives it up to 140 registers, three blocks where it
-    # takes more than 128): 3 % faster
-    # on the 21 dense operators with m or k > 128, up to 9 % where C is
-    # written more than B is read (bench/results/cuda-h100-gemm-blocks*);
-    # it keeps the row without, which stays best where k is long and m
-    # small.
+    # takes more than 128): 3 % faster on the 21 dense operators with m or
+    # k > 128, up to 9 % where C is written more than B is read
+    # (bench/results/cuda-h100-gemm-blocks*); the row without stays, best
+    # where k is long and m small.
     *[('mma-gemm', dict(p, skip=True, cpre=True), gate) for p, gate in [
         (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
               nbuf=6, blocks=4), 'mma90 w2'),
@@ -260,8 +258,8 @@ class CUDAMatMul(MatMul):
     def _platform_context(self, kern):
         # Without a second launch bound ptxas (CUDA 13, sm_90) may cap the
         # registers low enough to spill (64 for 128 threads, 32 for 1024);
-        # ask for as many blocks per SM as the budget allows, or as an
-        # mma-gemm row names (blocks).  Small kernels get none
+        # ask for as many blocks per SM as the budget allows, or as the
+        # row names (blocks).  Small kernels get none
         # (FREE_REGISTER_ESTIMATE).
         ctx = {'ld': kern.params.get('ld', 'nc'),
                'st': kern.params.get('st', 'cs'), 'minblocks': None}
@@ -273,11 +271,10 @@ class CUDAMatMul(MatMul):
                      and est <= FREE_REGISTER_ESTIMATE
                      or kern.name == 'bstream-warprows'):
             return ctx
-        if kern.name == 'mma-gemm':
-            blocks = kern.launch_blocks(SM90_SHARED, SHARED_RESERVED)
-            if blocks:
-                ctx['minblocks'] = blocks
-                return ctx
+        blocks = kern.launch_blocks(SM90_SHARED, SHARED_RESERVED)
+        if blocks:
+            ctx['minblocks'] = blocks
+            return ctx
         regs = max(register_budget(est), MIN_REGISTER_CAP)
         ctx['minblocks'] = max(1, min(2048 // nthreads,
                                       SM_REGISTERS // (nthreads*regs)))

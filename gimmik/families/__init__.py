@@ -100,6 +100,24 @@ class Family:
         words = self.itemsize // 4 * self.params.get('width', 1)
         return REGISTER_MARGIN + words*live
 
+    def launch_blocks(self, sm_shared, reserved):
+        """The blocks per SM a table row names (parameter blocks: the
+        launch bound then caps registers at 64K/(threads*blocks)), None
+        where it names none; ValueError where that many blocks do not fit
+        an SM's sm_shared bytes of shared memory (reserved more each) or
+        its 2048 threads."""
+        blocks = self.params.get('blocks')
+        if blocks is None:
+            return None
+        g = self.geometry()
+        threads = g.block[0]*g.block[1]*g.block[2]
+        if (blocks*(g.shared + reserved) > sm_shared
+                or blocks*threads > 2048):
+            raise ValueError(f'{self.name}: {blocks} blocks of {threads} '
+                             f'threads and {g.shared} bytes of shared '
+                             'memory do not fit an SM')
+        return blocks
+
     # -- shared ----------------------------------------------------------
     @cached_property
     def plan(self):

@@ -3,10 +3,10 @@ cores (m8n8k4, Hopper's m16n8k4/k8/k16); A's slices (a baked table, see
 gimmik.fragments.mma) and B's tiles staged through shared memory with
 cp.async; zero slabs of A skipped.
 
-Table parameter ``blocks`` (optional): the blocks per SM the launch bound
-asks ptxas to fit (registers capped at 64K/(threads*blocks)), where the
-platform's register budget would let ptxas use more registers and leave
-fewer blocks resident.  It does not change the plan."""
+Table parameter ``blocks`` (optional, see Family.launch_blocks): the
+blocks per SM the launch bound asks ptxas to fit, where the platform's
+register budget would let ptxas use more registers and leave fewer blocks
+resident.  It does not change the plan."""
 
 from gimmik.fragments import mma
 from gimmik.families import Family, Geometry
@@ -51,21 +51,6 @@ class MmaGemm(Family):
         late = mma.gemm_issue_late(self.info.m, self.info.k, self.mm.beta,
                                    p['kstage'], p['nbuf'])
         return mma.gemm_plan(self.A, late_issue=late, **p)
-
-    def launch_blocks(self, sm_shared, reserved):
-        """The row's blocks per SM (None where it names none); ValueError
-        where that many blocks do not fit an SM's sm_shared bytes of shared
-        memory (reserved more each) or its 2048 threads."""
-        blocks = self.params.get('blocks')
-        if blocks is None:
-            return None
-        g = self.geometry()
-        if (blocks*(g.shared + reserved) > sm_shared
-                or blocks*g.block[0] > 2048):
-            raise ValueError(f'mma-gemm: {blocks} blocks of {g.block[0]} '
-                             f'threads and {g.shared} bytes of shared '
-                             'memory do not fit an SM')
-        return blocks
 
     def registers(self):
         # accumulators and two k-steps' A and B fragments (f64: the next
