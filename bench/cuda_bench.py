@@ -60,7 +60,7 @@ def main(argv=None):
                             os.path.join(HERE, '..', 'tests',
                                          'test_cuda_gpu.py')])
 
-    from gimmik.cli import SweepBar
+    from gimmik.progress import SweepBar
     from gimmik.runtime.cuda import Runtime
     from gimmik.sweep import sweep
     rt = Runtime(cublaslt=not args.no_cublaslt)

@@ -18,9 +18,6 @@ T* restrict c)``.
 import numpy as np
 
 from gimmik.base import MatMul
-# rowblock's constants, also importable from here
-from gimmik.families.rowblock import (  # noqa: F401
-    ROWBLOCK_PACK, ROWBLOCK_VECTOR, rowblock_width)
 
 # Largest per-thread scratch a candidate may keep on the stack (bstream's
 # accumulators, m rows by `width` columns).

@@ -18,7 +18,7 @@ import re
 import struct
 import threading
 
-from gimmik.runtime import RuntimeUnavailable
+from gimmik.errors import RuntimeUnavailable
 from gimmik.validate import GFX_ARCH as _ARCH, check_kname
 
 LIB_ENV = 'GIMMIK_HIPRTC_LIB'

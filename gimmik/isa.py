@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 
 from gimmik import cache
-from gimmik.runtime import RuntimeUnavailable
+from gimmik.errors import RuntimeUnavailable
 from gimmik.validate import GFX_ARCH as _ARCH
 
 # Arches the report is made for by default (MI250X, MI300X)

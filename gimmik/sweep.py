@@ -26,13 +26,13 @@ import gimmik
 from gimmik.analysis import analyse
 from gimmik.operators import default_beta, provenance, safe_name, suite
 from gimmik import tune as tune_mod
+from gimmik.progress import SKIPPED, SweepProgress
 from gimmik.runtime import get_runtime, moved_bytes
 from gimmik.util import atomic_write
 from gimmik.validate import CLI_DTYPES, check_dtype
 
 PLATFORMS = ('auto',) + tuple(gimmik.PLATFORMS)
 
-SKIPPED = 'skipped'   # error text prefix of an operator left out on purpose
 DTYPES = CLI_DTYPES
 
 CSV_NAME = 'sweep.csv'
@@ -230,44 +230,7 @@ def error_row(name, A, beta, dtype, n, platform, device, error, tune_s):
     return _plain(row)
 
 
-def summary(row):
-    """One line about an operator's row, for progress output."""
-    if row['error'].startswith(SKIPPED):
-        return row['error']
-    if row['error']:
-        return f'error: {row["error"][:100]}'
-    vs = f'{row["speedup"]:.2f}x vendor' if row['speedup'] else 'no vendor'
-    frac = (f'{100*row["copy_fraction"]:.0f}% copy'
-            if row['copy_fraction'] else '')
-    return (f'{row["candidate"]:<28s} {row["gbps"]:8.2f} GB/s {frac} '
-            f'{vs}')
-
-
 # -- the sweep ---------------------------------------------------------------
-class SweepProgress:
-    """What sweep() reports as it goes; every method does nothing here.  The
-    command line shows a progress bar through a subclass."""
-
-    def begin(self, todo, total, csv_path):
-        """`todo` of `total` operators are to be tuned into csv_path."""
-
-    def start(self, name):
-        """Tuning operator `name` begins."""
-
-    def step(self, done, total, variant):
-        """The tuner's progress within the operator (tune()'s callback)."""
-
-    def finish(self, name, row):
-        """Operator `name` is done; `row` is its table row."""
-
-    def stopped(self, name, budget_s):
-        """The budget of `budget_s` seconds is spent: `name` and the
-        operators after it are left for the next run."""
-
-    def close(self):
-        """The sweep ends (also when interrupted)."""
-
-
 def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
           n=None, max_nnz=None, runtime=None, use_cache=True,
           restart=False, progress=None, tune=None, mib=None, budget_s=None):
@@ -466,7 +429,7 @@ def add_arguments(ap):
 
 
 def run(args):
-    from gimmik.cli import SweepBar
+    from gimmik.progress import SweepBar
 
     t0 = time.monotonic()
     bar = SweepBar(quiet=args.quiet)

@@ -559,7 +559,7 @@ def run(args):
     if args.operator is None:
         raise ValueError('OPERATOR is required (a .mtx file or FILE.npz:KEY)')
 
-    from gimmik.cli import TuneBar
+    from gimmik.progress import TuneBar
     from gimmik.operators import load_operator
     name, A = load_operator(args.operator)
     bar = TuneBar()

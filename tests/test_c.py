@@ -15,7 +15,9 @@ from gimmik import CMatMul
 from gimmik.base import MatMul
 from gimmik.analysis import analyse
 from gimmik.c import (BSTREAM_MAX_NNZ, CANDIDATES, MAX_SCRATCH,
-                      ROWBLOCK_PACK, UNROLLED_MAX_NNZ, rowblock_width)
+                      UNROLLED_MAX_NNZ)
+from gimmik.families.rowblock import (ROWBLOCK_PACK, ROWBLOCK_VECTOR,
+                                      rowblock_width)
 from gimmik.runtime import RuntimeUnavailable, get_runtime
 
 
@@ -301,7 +303,6 @@ def test_copy_kernel_copies(rt):
 
 
 def test_rowblock_rows_fill_whole_vectors():
-    from gimmik.c import ROWBLOCK_VECTOR
     rows = [p for f, p, _ in CANDIDATES if f == 'rowblock']
     assert rows
     for p in rows:

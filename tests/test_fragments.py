@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from conftest import random_operator, rel_error
-from gimmik.fragments import (MAX_CHUNK_KTILES, MFMA_K, MFMA_M, WAVE,
-                              b_fragment, bake_mfma, lane_coords,
-                              mfma_count, mfma_f64_16x16x4, mfma_plan,
-                              model_product, tile_operator)
+from gimmik.fragments.mfma import (MAX_CHUNK_KTILES, MFMA_K, MFMA_M, WAVE,
+                                   b_fragment, bake_mfma, lane_coords,
+                                   mfma_count, mfma_f64_16x16x4, mfma_plan,
+                                   model_product, tile_operator)
 from gimmik.fragments.mma import (GEMM_SHAPES, MMA_N, gemm_b_offset,
                                   gemm_b_read, gemm_c_pairs, gemm_coords,
                                   gemm_model, gemm_ntile, gemm_plan,

@@ -10,7 +10,7 @@ from gimmik.analysis import DENSE_DENSITY
 from gimmik.base import Candidate
 from gimmik.families.mfma_dense import MfmaDense
 from gimmik.emulate import EmulatorError, run_hip
-from gimmik.fragments import WAVE, mfma_f64_16x16x4
+from gimmik.fragments.mfma import WAVE, mfma_f64_16x16x4
 from gimmik.families.mfma_dense import waves as mfma_dense_waves
 from gimmik.hip import MFMA_ARCHS, HIPMatMul
 

@@ -325,7 +325,7 @@ def test_cuda_mma_gemm_bake_model_matches_numpy(A, shape, mwarps, nwarps, wm,
 def test_mfma_bake_model_matches_numpy(A, ncols, seed):
     """The MFMA fragment bake, multiplied out with the NumPy model of
     v_mfma_f64_16x16x4f64, gives A @ B."""
-    fragments = pytest.importorskip('gimmik.fragments')
+    fragments = pytest.importorskip('gimmik.fragments.mfma')
     B = np.random.default_rng(seed).standard_normal((A.shape[1], ncols))
     ref = A @ B
     got = fragments.model_product(fragments.bake_mfma(A), B)[:A.shape[0]]

@@ -701,7 +701,7 @@ def test_genuinely_slow_candidates_cost_bounded_retimes(fast_tune):
 
 
 def test_progress_bar_on_a_terminal():
-    from gimmik.cli import TuneBar
+    from gimmik.progress import TuneBar
 
     class TTY(io.StringIO):
         def isatty(self):

@@ -13,7 +13,7 @@ import pytest
 from gimmik.analysis import analyse
 from gimmik.operators import suite
 from gimmik.runtime import moved_bytes
-from gimmik.cli import SweepBar
+from gimmik.progress import SweepBar
 from gimmik.sweep import COLUMNS, read_rows, sweep
 
 OPS = 'p1-quad-*,p1-tri-m0'   # 6 small operators

@@ -11,6 +11,7 @@ import importlib
 
 import numpy as np
 
+from gimmik.errors import RuntimeUnavailable
 from gimmik.verify import rel_error
 
 
@@ -20,10 +21,6 @@ PLATFORMS = {'hip': 'gimmik.runtime.hip', 'cuda': 'gimmik.runtime.cuda',
 
 # the order `auto` tries them in
 AUTO_ORDER = ('hip', 'cuda', 'c')
-
-
-class RuntimeUnavailable(RuntimeError):
-    """The platform cannot run here; the message says what is missing."""
 
 
 def moved_bytes(info, beta, n, itemsize):
