@@ -4,21 +4,37 @@ Everything lives under ``$GIMMIK_CACHE_DIR`` (default
 ``$XDG_CACHE_HOME/gimmik`` or ``~/.cache/gimmik``), one sub-directory per
 kind (``tune``, ``c``; the HIP executor uses ``emulate``).  Writes go to a
 temporary file in the same directory and are renamed into place, so an
-interrupted run never leaves a half-written entry behind.
+interrupted run never leaves a half-written entry behind; files get the
+modes the umask allows.  Built libraries carry a digest of their bytes in
+their file name and are checked against it before they are loaded.  A cache
+that cannot be written is a warning naming it and GIMMIK_CACHE_DIR, never
+an error (see docs/reliability.md).
 """
 
+import atexit
+import glob
 import hashlib
 import json
 import os
 import re
 import shutil
+import tempfile
 import warnings
 
 import numpy as np
 
-from gimmik.util import atomic_path
+from gimmik.util import atomic_path, file_lock
 
 _KINDS = ('tune', 'c', 'emulate', 'isa')
+
+# The lock files of lock(), in a directory of their own that clear() leaves
+# alone (a process may hold one)
+LOCKS = 'locks'
+
+# What clear() removes: tuning results, built code (C libraries, the CPU
+# executor's libraries, ISA reports), or everything
+CLEARABLE = {'tune': ('tune',), 'builds': ('c', 'emulate', 'isa'),
+             'all': _KINDS}
 
 
 def base_dir():
@@ -28,12 +44,94 @@ def base_dir():
 
 
 def cache_dir(kind):
-    """The directory of one kind of cache entry, created on demand."""
+    """The directory of one kind of cache entry, created on demand (OSError
+    when it cannot be)."""
     if kind not in _KINDS:
         raise ValueError(f'unknown cache kind {kind!r}')
     path = os.path.join(base_dir(), kind)
     os.makedirs(path, exist_ok=True)
     return path
+
+
+def warn_unwritable(error):
+    """The one warning about a cache that cannot be written."""
+    warnings.warn(f'gimmik cache {base_dir()} cannot be written ({error}); '
+                  f'set GIMMIK_CACHE_DIR to a writable directory to keep '
+                  f'results and builds between runs', RuntimeWarning,
+                  stacklevel=3)
+
+
+_scratch = {}   # kind -> this process's stand-in for an unwritable cache
+
+
+def build_dir(kind):
+    """Where to keep built code of one kind: its cache directory, or when
+    that cannot be made or written, a temporary directory of this process
+    (removed at exit) after a warning."""
+    try:
+        path = cache_dir(kind)
+        if os.access(path, os.W_OK | os.X_OK):
+            return path
+        raise PermissionError(f'{path} is not writable')
+    except OSError as e:
+        if kind not in _scratch:
+            warn_unwritable(e)
+            tmp = tempfile.mkdtemp(prefix=f'gimmik-{kind}-')
+            atexit.register(shutil.rmtree, tmp, True)
+            _scratch[kind] = tmp
+        return _scratch[kind]
+
+
+def find_build(kind, key, ext='.so'):
+    """The path of a built file stored by store_build whose bytes match the
+    digest in its name, or None; files that do not match (truncated or
+    damaged) are removed where possible."""
+    d = build_dir(kind)
+    for path in sorted(glob.glob(os.path.join(d, f'{key}.*{ext}'))):
+        digest = os.path.basename(path)[len(key) + 1:-len(ext)]
+        if _file_digest(path) == digest:
+            return path
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    return None
+
+
+def store_build(kind, key, built, ext='.so'):
+    """Copy the file `built` into the cache as KEY.DIGEST.EXT (atomically,
+    mode 0777 less the umask); returns its path."""
+    digest = _file_digest(built)
+    path = os.path.join(build_dir(kind), f'{key}.{digest}{ext}')
+    with atomic_path(path, mode=0o777) as part:
+        shutil.copyfile(built, part)
+    return path
+
+
+def _file_digest(path, size=16):
+    h = hashlib.sha256()
+    try:
+        with open(path, 'rb') as f:
+            for chunk in iter(lambda: f.read(1 << 20), b''):
+                h.update(chunk)
+    except OSError:
+        return None
+    return h.hexdigest()[:size]
+
+
+def lock(kind, key, on_wait=None):
+    """An exclusive lock (gimmik.util.file_lock) on one entry, for whoever
+    computes it: the others wait, then read what the holder stored."""
+    _check_key(key)
+    if kind not in _KINDS:
+        raise ValueError(f'unknown cache kind {kind!r}')
+    d = os.path.join(base_dir(), LOCKS)
+    try:
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, f'{kind}-{key}.lock')
+    except OSError:
+        path = None     # no cache: nothing to share, no lock to take
+    return file_lock(path, on_wait)
 
 
 def n_class(n):
@@ -43,8 +141,9 @@ def n_class(n):
 
 
 def tune_key(A, *, beta, dtype, platform, device, options, n, ldb, ldc,
-             version):
-    """sha256 over everything a tuning result depends on."""
+             version, build=''):
+    """sha256 over everything a tuning result depends on; `build` says what
+    the kernels were built with (Runtime.build_identity)."""
     A = np.ascontiguousarray(A, dtype=np.float64)
     h = hashlib.sha256()
     h.update(repr(A.shape).encode())
@@ -57,7 +156,7 @@ def tune_key(A, *, beta, dtype, platform, device, options, n, ldb, ldc,
         # the alignment the candidates may assume follows the strides
         'ld_align': _pow2_divisor(ldb) if ldb == ldc else
         [_pow2_divisor(ldb), _pow2_divisor(ldc)],
-        'version': version}, sort_keys=True).encode())
+        'version': version, 'build': build}, sort_keys=True).encode())
     return h.hexdigest()
 
 
@@ -91,9 +190,7 @@ def store_json(kind, key, obj):
                 f.flush()
                 os.fsync(f.fileno())
     except OSError as e:
-        warnings.warn(f'gimmik cache not written ({e}); set GIMMIK_CACHE_DIR '
-                      f'to a writable directory to keep results',
-                      RuntimeWarning, stacklevel=2)
+        warn_unwritable(e)
         return False
     return True
 
@@ -109,13 +206,20 @@ def store(key, obj):
 
 
 def clear(kind='tune'):
-    """Remove every entry of one kind ('tune', 'c' or 'all'); returns the
-    number of files removed."""
-    kinds = _KINDS if kind == 'all' else (kind,)
+    """Remove every entry of one kind (a cache kind, or a key of CLEARABLE:
+    'tune', 'builds', 'all'); returns the number of files removed.  A
+    cache that does not exist has nothing to remove."""
+    kinds = CLEARABLE.get(kind, (kind,))
     count = 0
     for k in kinds:
-        d = cache_dir(k)
-        for name in os.listdir(d):
+        if k not in _KINDS:
+            raise ValueError(f'unknown cache kind {k!r}')
+        d = os.path.join(base_dir(), k)
+        try:
+            names = os.listdir(d)
+        except FileNotFoundError:
+            continue
+        for name in names:
             p = os.path.join(d, name)
             if os.path.isdir(p):
                 shutil.rmtree(p, ignore_errors=True)

@@ -3,6 +3,7 @@ work; that module provides `add_arguments(parser)` and `run(args)`."""
 
 import argparse
 import importlib
+import os
 import sys
 import warnings
 
@@ -37,6 +38,14 @@ def main(argv=None):
                       file=sys.stderr)
             warnings.showwarning = show
             return args.func(args) or 0
+    except KeyboardInterrupt:
+        print(f'gimmik {args.command}: interrupted', file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # the reader of stdout went away (e.g. `| head -1`): nothing left
+        # to say, and nothing to flush at exit
+        _silence_stdout()
+        return 0
     except (ValueError, TypeError, RuntimeError, OSError) as e:
         print(f'gimmik {args.command}: error: {e}', file=sys.stderr)
         return 2
@@ -45,6 +54,13 @@ def main(argv=None):
               f'--n)', file=sys.stderr)
         return 2
 
+
+def _silence_stdout():
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 if __name__ == '__main__':

@@ -331,8 +331,16 @@ def _suite_sources(pattern, path):
         if not path.endswith('.npz'):
             raise ValueError(f'suite path {path!r} must be an .npz file or '
                              f'a directory of .mtx files')
-        loaders = {safe_name(k): (lambda k=k: _npz_get(path, k))
-                   for k in _npz_keys(path)}
+        loaders, keys = {}, {}
+        for k in _npz_keys(path):
+            name = safe_name(k)
+            if name in keys:
+                raise ValueError(f'{path}: keys {keys[name]!r} and {k!r} '
+                                 f'both make the operator name {name!r} '
+                                 f'(only letters, digits and _.+- are kept); '
+                                 f'rename one')
+            keys[name] = k
+            loaders[name] = (lambda k=k: _npz_get(path, k))
     else:
         raise FileNotFoundError(f'suite path {path!r} does not exist')
 

@@ -3,15 +3,20 @@
 Each selected operator is tuned with :func:`gimmik.tune.tune` on one
 runtime (β = 1 for PyFR's M3 and M6, else 0, as PyFR applies them).  One
 row per operator goes to ``DIR/sweep.csv`` and ``DIR/sweep.json``, and the
-tuner's full answer to ``DIR/tune/NAME.json``.  Both tables are rewritten
-atomically after every operator, so an interrupted sweep resumes where it
-stopped: operators already tabulated without an error are skipped.
+tuner's full answer to ``DIR/tune/NAME.json``; every candidate's time to
+``DIR/candidates.csv``.  The tables are rewritten after every operator as
+one step (all to temporary files, then renamed, ``sweep.csv`` last) under a
+lock on DIR, merging the rows of any other sweep writing into the same DIR;
+so an interrupted sweep resumes where it stopped (operators already
+tabulated without an error are skipped), and sweeps on several nodes can
+share one DIR.
 
 Throughput figures all come from :func:`gimmik.runtime.moved_bytes` (used
 rows of B read once, C written once and read once when β != 0), for gimmik
 and the vendor BLAS alike; GFLOP/s counts the useful flops, 2·nnz(A)·n.
 """
 
+import contextlib
 import csv
 import io
 import json
@@ -24,18 +29,20 @@ import numpy as np
 
 import gimmik
 from gimmik.analysis import analyse
+from gimmik.cache import n_class
 from gimmik.operators import default_beta, provenance, safe_name, suite
 from gimmik import tune as tune_mod
 from gimmik.progress import SKIPPED, SweepProgress
 from gimmik.runtime import get_runtime, moved_bytes
-from gimmik.util import atomic_write
-from gimmik.validate import CLI_DTYPES, check_dtype
+from gimmik.util import atomic_path, atomic_write, file_lock
+from gimmik.validate import CLI_DTYPES, check_dtype, positive_seconds
 
 PLATFORMS = ('auto',) + tuple(gimmik.PLATFORMS)
 
 DTYPES = CLI_DTYPES
 
 CSV_NAME = 'sweep.csv'
+LOCK_NAME = '.sweep.lock'
 JSON_NAME = 'sweep.json'
 TUNE_DIR = 'tune'
 
@@ -144,21 +151,48 @@ def read_rows(path, problems=None):
     return rows
 
 
-def write_tables(outdir, rows, config):
-    """Rewrite DIR/sweep.csv and DIR/sweep.json atomically."""
+def _tables_text(rows, config):
+    """(sweep.csv, sweep.json) texts of rows."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator='\n')
     w.writerow(COLUMNS)
     for r in rows:
         w.writerow([_fmt(r.get(c)) for c in COLUMNS])
-    atomic_write(os.path.join(outdir, CSV_NAME), buf.getvalue())
-
     clean = [{c: (None if isinstance(r.get(c), float)
                   and not math.isfinite(r[c]) else r.get(c))
               for c in COLUMNS} for r in rows]
     doc = {'config': config, 'columns': list(COLUMNS), 'rows': clean}
-    atomic_write(os.path.join(outdir, JSON_NAME),
-                 json.dumps(doc, indent=1) + '\n')
+    return buf.getvalue(), json.dumps(doc, indent=1) + '\n'
+
+
+def write_files(outdir, texts):
+    """Write [(file name, text)] into outdir as one step: every file to a
+    temporary file first, then renamed into place in the order given;
+    when a write fails, none is."""
+    with contextlib.ExitStack() as stack:
+        # atomic_path renames as it exits, the last entered first
+        parts = {name: stack.enter_context(
+                     atomic_path(os.path.join(outdir, name)))
+                 for name, _ in reversed(texts)}
+        for name, text in texts:
+            with open(parts[name], 'w', newline='') as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+
+
+def write_tables(outdir, rows, config):
+    """Rewrite DIR/sweep.csv and DIR/sweep.json as one step."""
+    text_csv, text_json = _tables_text(rows, config)
+    write_files(outdir, [(JSON_NAME, text_json), (CSV_NAME, text_csv)])
+
+
+def write_all(outdir, rows, per_operator, config):
+    """Rewrite candidates.csv, sweep.json and sweep.csv as one step, in
+    that order: an operator sweep.csv names has its candidate rows."""
+    text_csv, text_json = _tables_text(rows, config)
+    write_files(outdir, [(CANDIDATES_NAME, _candidates_text(per_operator)),
+                         (JSON_NAME, text_json), (CSV_NAME, text_csv)])
 
 
 # -- one operator ----------------------------------------------------------
@@ -267,6 +301,12 @@ def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
             or not isinstance(max_nnz, (int, np.integer)) or max_nnz < 1):
         raise ValueError(f'max_nnz must be a positive integer, not '
                          f'{max_nnz!r}')
+    if budget_s is not None and (
+            isinstance(budget_s, bool)
+            or not isinstance(budget_s, (int, float, np.integer, np.floating))
+            or math.isnan(budget_s)):
+        raise ValueError(f'budget_s must be a number of seconds, not '
+                         f'{budget_s!r}')
     if not isinstance(outdir, (str, os.PathLike)):
         raise TypeError(f'outdir must be a path, not {type(outdir).__name__}')
     outdir = os.fspath(outdir)
@@ -290,19 +330,14 @@ def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
 
     os.makedirs(os.path.join(outdir, TUNE_DIR), exist_ok=True)
     csv_path = os.path.join(outdir, CSV_NAME)
-    rows = {}
-    if os.path.exists(csv_path) and not restart:
-        # rows that cannot be used (e.g. torn) are tuned again
-        for r in read_rows(csv_path, []):
-            want = n if mib is None or r['operator'] not in operators \
-                else n_of(operators[r['operator']])
-            if r.get('dtype') != dtype or (want is not None
-                                           and r.get('n') != want):
-                raise ValueError(
-                    f'{csv_path} holds a sweep with dtype {r.get("dtype")} '
-                    f'and n {r.get("n")}, not dtype {dtype} and n {want}: '
-                    f'use another --out or --restart')
-            rows[r['operator']] = r
+
+    def want_n(name):
+        return n if mib is None or name not in operators \
+            else n_of(operators[name])
+    table = _Table(outdir, dtype, want_n)
+    if restart:
+        table.commit({}, {}, set(), None, restart=True)
+    rows, cand_rows = table.read()
 
     config = {'ops': ops if isinstance(ops, str) else ','.join(ops),
               'ops_path': os.fspath(ops_path) if ops_path else None,
@@ -316,53 +351,37 @@ def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
         except (OSError, ValueError):
             pass
 
-    todo = [name for name in operators
-            if name not in rows or rows[name].get('error')]
+    def done(name):
+        """Whether another run (or an earlier one) tabulated `name`: a row
+        without an error, and its candidate rows."""
+        r = rows.get(name)
+        return r is not None and not r['error'] and name in cand_rows
+    todo = [name for name in operators if not done(name)]
     progress.begin(len(todo), len(operators), csv_path)
 
-    def ordered():
-        return sorted(rows.values(), key=lambda r: _order(r['operator']))
-
+    mine = set()        # operators this run tabulated
     ahead = _Ahead(runtime, dtype, n_of) if tune is tune_mod.tune else None
     try:
-        cand_rows = _load_candidate_rows(outdir, rows)
         started = time.monotonic()
         for i, name in enumerate(todo):
             if budget_s is not None and time.monotonic() - started > budget_s:
                 progress.stopped(name, budget_s)
                 break
+            if done(name):      # a sweep sharing DIR did it meanwhile
+                progress.finish(name, rows[name])
+                continue
             A = operators[name]
-            n_op = n_of(A)
             if ahead is not None and i + 1 < len(todo):
                 nxt = todo[i + 1]
                 ahead.submit(operators[nxt], default_beta(nxt))
-            beta = default_beta(name)
             progress.start(name)
-            t0 = time.monotonic()
-            nnz = int(np.count_nonzero(A))
-            if max_nnz is not None and nnz > max_nnz:
-                row = error_row(name, A, beta, dtype, n_op, runtime.name,
-                                device, f'{SKIPPED}: {nnz} non-zeros > '
-                                f'max_nnz {max_nnz}', 0.0)
-            else:
-                try:
-                    result = tune(A, beta=beta, dtype=dtype, n=n_op,
-                                  platform=runtime.name, runtime=runtime,
-                                  use_cache=use_cache, name=name,
-                                  progress=progress.step)
-                    row = result_row(name, A, beta, result,
-                                     time.monotonic() - t0)
-                    _write_tune_json(outdir, name, result)
-                    cand_rows[name] = candidate_rows(name, A, beta, result)
-                except Exception as e:   # recorded in the row, not fatal
-                    row = error_row(name, A, beta, dtype, n_op, runtime.name,
-                                    device, f'{type(e).__name__}: {e}',
-                                    time.monotonic() - t0)
+            row, cands = _tune_one(outdir, name, A, n_of(A), dtype, tune,
+                                   runtime, use_cache, max_nnz, progress)
             rows[name] = row
-            write_tables(outdir, ordered(), config)
-            write_candidates(outdir, [cand_rows[r['operator']]
-                                      for r in ordered()
-                                      if r['operator'] in cand_rows])
+            if cands is not None:
+                cand_rows[name] = cands
+            mine.add(name)
+            table.commit(rows, cand_rows, mine, config)
             progress.finish(name, row)
     except KeyboardInterrupt:
         if ahead is not None:
@@ -372,9 +391,88 @@ def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
         progress.close()
     if ahead is not None:
         ahead.close()
-    if not todo:
-        write_tables(outdir, ordered(), config)
-    return ordered()
+    if not mine:
+        table.commit(rows, cand_rows, mine, config)
+    return sorted(rows.values(), key=lambda r: _order(r['operator']))
+
+
+def _tune_one(outdir, name, A, n, dtype, tune, runtime, use_cache, max_nnz,
+              progress):
+    """Tune one operator (or skip it past max_nnz): (its table row, its
+    candidate rows or None); a failure is recorded in the row."""
+    beta = default_beta(name)
+    device = str(runtime.device)
+    t0 = time.monotonic()
+    nnz = int(np.count_nonzero(A))
+    if max_nnz is not None and nnz > max_nnz:
+        return error_row(name, A, beta, dtype, n, runtime.name, device,
+                         f'{SKIPPED}: {nnz} non-zeros > max_nnz {max_nnz}',
+                         0.0), None
+    try:
+        result = tune(A, beta=beta, dtype=dtype, n=n, platform=runtime.name,
+                      runtime=runtime, use_cache=use_cache, name=name,
+                      progress=progress.step)
+        row = result_row(name, A, beta, result, time.monotonic() - t0)
+        _write_tune_json(outdir, name, result)
+        return row, candidate_rows(name, A, beta, result)
+    except Exception as e:   # recorded in the row, not fatal
+        return error_row(name, A, beta, dtype, n, runtime.name, device,
+                         f'{type(e).__name__}: {e}',
+                         time.monotonic() - t0), None
+
+
+class _Table:
+    """DIR's tables as several sweeps share them: every write happens under
+    DIR/.sweep.lock, merges the rows other sweeps wrote meanwhile, and puts
+    candidates.csv, sweep.json and sweep.csv in place as one step (all
+    written to temporary files first; sweep.csv, which says what is done,
+    renamed last)."""
+
+    def __init__(self, outdir, dtype, want_n):
+        self.outdir, self.dtype, self.want_n = outdir, dtype, want_n
+        self.csv_path = os.path.join(outdir, CSV_NAME)
+
+    def lock(self):
+        return file_lock(os.path.join(self.outdir, LOCK_NAME))
+
+    def read(self):
+        """({operator: row}, {operator: candidate rows}) on disk; rows that
+        cannot be used (e.g. torn) are left out, a table of another dtype
+        or n class is refused."""
+        rows = {}
+        if os.path.exists(self.csv_path):
+            for r in read_rows(self.csv_path, []):
+                self._check(r)
+                rows[r['operator']] = r
+        return rows, _load_candidate_rows(self.outdir, rows)
+
+    def _check(self, r):
+        want = self.want_n(r['operator'])
+        if r.get('dtype') != self.dtype or (
+                want is not None and r.get('n') != want
+                and n_class(r.get('n')) != n_class(want)):
+            raise ValueError(
+                f'{self.csv_path} holds a sweep with dtype {r.get("dtype")} '
+                f'and n {r.get("n")}, not dtype {self.dtype} and n {want}: '
+                f'use another --out or --restart')
+
+    def commit(self, rows, cand_rows, mine, config, restart=False):
+        """Write the tables: this run's rows for the operators in `mine`,
+        what is on disk for the others (merged into rows and cand_rows);
+        with restart, this run's alone."""
+        with self.lock():
+            if not restart:
+                disk, disk_cands = self.read()
+                for name, r in disk.items():
+                    if name not in mine:
+                        rows[name] = r
+                        if name in disk_cands:
+                            cand_rows[name] = disk_cands[name]
+            ordered = sorted(rows.values(),
+                             key=lambda r: _order(r['operator']))
+            write_all(self.outdir, ordered,
+                      [cand_rows[r['operator']] for r in ordered
+                       if r['operator'] in cand_rows], config or {})
 
 
 def _order(name):
@@ -418,7 +516,8 @@ def add_arguments(ap):
     ap.add_argument('--out', default='sweep-results', metavar='DIR',
                     help='output directory (default: %(default)s); an '
                          'interrupted sweep resumes from it')
-    ap.add_argument('--budget', type=float, default=None, metavar='S',
+    ap.add_argument('--budget', type=positive_seconds, default=None,
+                    metavar='S',
                     help='start no operator after S seconds (resume with '
                          'the same command)')
     ap.add_argument('--restart', action='store_true',
@@ -544,8 +643,7 @@ def _load_candidate_rows(outdir, rows):
     return done
 
 
-def write_candidates(outdir, per_operator):
-    """Rewrite DIR/candidates.csv atomically from lists of rows."""
+def _candidates_text(per_operator):
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator='\n')
     w.writerow(CANDIDATE_COLUMNS)
@@ -553,4 +651,9 @@ def write_candidates(outdir, per_operator):
         for r in rows:
             w.writerow([r.get(c) if isinstance(r.get(c), str)
                         else _fmt(r.get(c)) for c in CANDIDATE_COLUMNS])
-    atomic_write(os.path.join(outdir, CANDIDATES_NAME), buf.getvalue())
+    return buf.getvalue()
+
+
+def write_candidates(outdir, per_operator):
+    """Rewrite DIR/candidates.csv atomically from lists of rows."""
+    write_files(outdir, [(CANDIDATES_NAME, _candidates_text(per_operator))])

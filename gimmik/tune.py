@@ -21,11 +21,12 @@ import numpy as np
 import gimmik
 from gimmik import cache
 from gimmik.analysis import analyse
+from gimmik.errors import EnvironmentFault
 from gimmik.runtime import (Runtime, RuntimeUnavailable, get_runtime,
                             moved_bytes, pick_vendor)
 from gimmik.verify import Panels
 from gimmik.validate import CLI_DTYPES, check_dtype, check_matrix, \
-    check_representable, check_scalar, check_sizes
+    check_product_range, check_representable, check_scalar, check_sizes
 
 # Default number of columns per platform: small enough on the CPU that
 # tuning one operator takes seconds, large enough on GPUs to fill them.
@@ -47,6 +48,22 @@ WARMUP, REPEATS = 2, 15
 OUTLIER_FACTOR = 4.0
 MIN_COPY_FRACTION = 0.1
 RETIMES = 2
+
+# A verdict is confirmed by timing the best candidate and the vendor BLAS
+# again (up to CONFIRMS times): unless a new time lands within
+# UNSTABLE_FACTOR of the one reported, the result is returned marked
+# unstable and not cached.
+UNSTABLE_FACTOR = 4.0
+CONFIRMS = 3
+
+# Text of a failure that comes from the machine, not the kernel: a
+# candidate failing with it (or with an OSError) means the run has no
+# verdict (EnvironmentFault), whatever the other candidates did.
+ENVIRONMENT_ERRORS = (
+    'No space left on device', 'Disk quota exceeded',
+    'Read-only file system', 'Permission denied', 'Cannot allocate memory',
+    'Too many open files', 'cannot execute', 'error trying to exec',
+    'cannot find', 'signal terminated program')
 
 # Host memory the tuner may allocate for its panels, references and buffer
 # sets, as a fraction of the machine's physical memory
@@ -89,6 +106,7 @@ class TuneResult:
     ldb: int = 0
     ldc: int = 0
     vendor_error: float = 0.0   # vendor BLAS vs float64 NumPy (None: none)
+    unstable: str = None  # why the timings cannot rank (then not cached)
     cached: bool = field(default=False, compare=False)
 
     @property
@@ -115,7 +133,7 @@ class TuneResult:
                           if self.vendor.get(k)}},
             'vendor_error': self.vendor_error,
             'copy_gbps': self.copy_gbps, 'speedup': self.speedup,
-            'use_vendor': self.use_vendor,
+            'use_vendor': self.use_vendor, 'unstable': self.unstable,
             'candidates': [{k: c.get(k) for k in ('variant', 'time_s', 'gbps',
                                                   'correct', 'error',
                                                   'retimed')}
@@ -158,6 +176,7 @@ def _check_entry(obj, expect):
     need(isinstance(obj.get('device'), str), 'device')
     need(_positive(obj.get('copy_gbps')), 'copy_gbps')
     need(isinstance(obj.get('use_vendor'), bool), 'use_vendor')
+    need(obj.get('unstable') is None, 'unstable timings')
     err = obj.get('vendor_error')
     need(err is None or (isinstance(err, numbers.Real) and err >= 0),
          'vendor_error')
@@ -181,6 +200,16 @@ def _check_entry(obj, expect):
     need(obj['use_vendor'] == (vt is not None and (best is None
                                                    or vt < best['time_s'])),
          'use_vendor disagrees with the times')
+
+
+def environmental(exc):
+    """Whether a candidate's failure comes from the machine rather than
+    its kernel: an OSError, or an error whose text (e.g. the compiler's
+    log) names one of ENVIRONMENT_ERRORS."""
+    if isinstance(exc, OSError):
+        return True
+    text = str(exc)
+    return any(marker in text for marker in ENVIRONMENT_ERRORS)
 
 
 def _check_panel(x, name, rows, n, dtype):
@@ -269,28 +298,57 @@ def tune(A, *, beta=0.0, dtype='float64', n=None, ldb=None, ldc=None,
     key = cache.tune_key(A, beta=beta, dtype=dname, platform=runtime.name,
                          device=str(runtime.device),
                          options=runtime.kernel_options(), n=n, ldb=ldb,
-                         ldc=ldc, version=gimmik.__version__)
-    if use_cache:
-        hit = cache.load(key)
-        if hit is not None:
-            # the entry of another n in the same n class is shared
-            expect = {'platform': runtime.name, 'dtype': dname, 'beta': beta,
-                      'm': m, 'k': k}
-            try:
-                return TuneResult._from_cache(hit, name, expect)
-            except (ValueError, KeyError, TypeError, AttributeError):
-                pass            # a malformed entry is tuned again
+                         ldc=ldc, version=gimmik.__version__,
+                         build=runtime.build_identity())
+    # the entry of another n in the same n class is shared
+    expect = {'platform': runtime.name, 'dtype': dname, 'beta': beta,
+              'm': m, 'k': k}
 
-    saved = None if c is None else c.copy()
-    try:
-        res = _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c)
-    finally:
-        if saved is not None:
-            np.copyto(c, saved)
-    res.operator = name
-    if use_cache:
-        cache.store(key, res._to_cache())   # unwritable: a warning
+    def run():
+        saved = None if c is None else c.copy()
+        try:
+            res = _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b,
+                        c)
+        finally:
+            if saved is not None:
+                np.copyto(c, saved)
+        res.operator = name
+        return res
+
+    if not use_cache:
+        return run()
+    hit = _cached(key, name, expect)
+    if hit is not None:
+        return hit
+    # One process tunes a key at a time; the others wait and read its
+    # result (unless it could not be cached: then they tune in turn)
+    with cache.lock('tune', key, on_wait=lambda: _waiting(name)):
+        hit = _cached(key, name, expect)
+        if hit is not None:
+            return hit
+        res = run()
+        if res.unstable is None:
+            cache.store(key, res._to_cache())   # unwritable: a warning
     return res
+
+
+def _cached(key, name, expect):
+    """The cached TuneResult for key, or None (also for an entry that is
+    not a complete, sane result: it is tuned again)."""
+    hit = cache.load(key)
+    if hit is None:
+        return None
+    try:
+        return TuneResult._from_cache(hit, name, expect)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _waiting(name):
+    import warnings
+    warnings.warn(f'another process is tuning {name or "this operator"} '
+                  f'for the same problem: waiting for its result',
+                  RuntimeWarning, stacklevel=2)
 
 
 def clear_cache():
@@ -299,177 +357,275 @@ def clear_cache():
 
 
 def _tune(A, info, beta, dt, n, ldb, ldc, runtime, progress, b, c):
-    m, k = info.m, info.k
-    itemsize = np.dtype(dt).itemsize
-    rng = np.random.default_rng()
+    """One tuning run: the vendor baseline, every candidate, the final
+    figures (see _Tuning's steps)."""
+    run = _Tuning(A, info, beta, dt, n, ldb, ldc, runtime, b, c)
+    run.time_vendor()
+    run.walk_candidates(progress)
+    return run.result()
 
-    # Host panels with sentinel padding: the caller's values when they are
-    # all finite (NaN or Inf in them would make every check vacuous), fresh
-    # random ones otherwise; with beta = 0 the output a candidate starts
-    # from is poisoned with NaN
-    p = Panels(rng, A, beta, dt, n, ldb, ldc, b=_finite_or(b, n),
-               c=_finite_or(c, n))
-    bh, ch, cstart = p.bfull, p.c0, p.cfull
-    tol = TOLERANCE[np.dtype(dt).name]
 
-    # Buffer sets to rotate through when one set fits in the cache
-    setbytes = (k*ldb + m*ldc)*itemsize
-    llc = int(runtime.cache_bytes() or 0)
-    nsets = 1 if setbytes > llc else min(MAX_SETS,
-                                         -(-2*llc // max(setbytes, 1)))
-    check_memory(m, k, n, ldb, ldc, itemsize, nsets)
-    bufs = [(runtime.upload(bh), runtime.upload(ch)) for _ in range(nsets)]
+class _Tuning:
+    """The state of one tuning run, its steps as methods."""
 
-    moved = moved_bytes(info, beta, n, itemsize)
+    def __init__(self, A, info, beta, dt, n, ldb, ldc, runtime, b, c):
+        self.A, self.info, self.beta, self.dt = A, info, beta, dt
+        self.n, self.ldb, self.ldc, self.runtime = n, ldb, ldc, runtime
+        m, k = info.m, info.k
+        itemsize = np.dtype(dt).itemsize
+        rng = np.random.default_rng()
 
-    # Checks compare on the device where the runtime can (compare()): the
-    # start of C, a copy of B and the exact result are put there once
-    cstart_buf = runtime.upload(cstart)
-    b_copy = runtime.clone(bufs[0][0])
-    exact_ref = runtime.reference(p.ref, p.scale)
+        # Host panels with sentinel padding: the caller's values when they
+        # are all finite (NaN or Inf in them would make every check
+        # vacuous), fresh random ones otherwise; with beta = 0 the output a
+        # candidate starts from is poisoned with NaN
+        with np.errstate(over='ignore', invalid='ignore'):
+            p = Panels(rng, A, beta, dt, n, ldb, ldc, b=_finite_or(b, n),
+                       c=_finite_or(c, n))
+        check_product_range(p.ref, p.scale, dt)
+        self.tol = TOLERANCE[np.dtype(dt).name]
 
-    def run_check(launch, ref):
+        # Buffer sets to rotate through when one set fits in the cache
+        setbytes = (k*ldb + m*ldc)*itemsize
+        self.llc = int(runtime.cache_bytes() or 0)
+        self.nsets = 1 if setbytes > self.llc else min(
+            MAX_SETS, -(-2*self.llc // max(setbytes, 1)))
+        check_memory(m, k, n, ldb, ldc, itemsize, self.nsets)
+        self.bufs = [(runtime.upload(p.bfull), runtime.upload(p.c0))
+                     for _ in range(self.nsets)]
+        self.moved = moved_bytes(info, beta, n, itemsize)
+
+        # Checks compare on the device where the runtime can (compare()):
+        # the start of C, a copy of B and the exact result are put there
+        # once
+        self.cstart = runtime.upload(p.cfull)
+        self.b_copy = runtime.clone(self.bufs[0][0])
+        self.exact = runtime.reference(p.ref, p.scale)
+
+        self.cands, self.best, self.launches = [], None, {}
+        self.vendor = self.vref = self.verr = None
+        self.vtime = self.vlaunch = None
+        self.failures = []      # (variant, exception) of candidates raising
+
+    # -- measuring -------------------------------------------------------
+    def check(self, launch, ref):
         """A launch's first output on a fresh copy of the start of C:
         (the output buffer, its error against ref, why it cannot be right
         beyond its values: '' when nothing, else the C padding written or B
         modified, B then being restored)."""
-        cbuf = runtime.clone(cstart_buf)
-        launch(bufs[0][0], cbuf, n, ldb, ldc)
-        err, padok = runtime.compare(cbuf, ref, cstart_buf, n)
-        if not runtime.same(bufs[0][0], b_copy):
-            bufs[0] = (runtime.clone(b_copy), bufs[0][1])
+        rt, bufs = self.runtime, self.bufs
+        cbuf = rt.clone(self.cstart)
+        launch(bufs[0][0], cbuf, self.n, self.ldb, self.ldc)
+        err, padok = rt.compare(cbuf, ref, self.cstart, self.n)
+        if not rt.same(bufs[0][0], self.b_copy):
+            bufs[0] = (rt.clone(self.b_copy), bufs[0][1])
             return cbuf, err, 'modified B'
         return cbuf, err, '' if padok else 'wrote the padding of C beyond n'
 
-    def timed(launch):
+    def timed(self, launch):
+        """The runtime's median time of launch, cycling the buffer sets."""
         state = {'i': 0}
 
         def rotating():
-            bb, cb = bufs[state['i'] % nsets]
+            bb, cb = self.bufs[state['i'] % self.nsets]
             state['i'] += 1
-            launch(bb, cb, n, ldb, ldc)
-        return runtime.time(rotating, (), warmup=WARMUP, repeats=REPEATS)
+            launch(bb, cb, self.n, self.ldb, self.ldc)
+        return self.runtime.time(rotating, (), warmup=WARMUP,
+                                 repeats=REPEATS)
 
-    def retimed(launch, t, floor):
+    def retimed(self, launch, t, floor):
         """t, or the fastest of up to RETIMES new measurements while the
         throughput stays below `floor` bytes/s; (time, retimes)."""
         tries = 0
-        while moved / t < floor and tries < RETIMES:
-            t = min(t, timed(launch))
+        while self.moved / t < floor and tries < RETIMES:
+            t = min(t, self.timed(launch))
             tries += 1
         return t, tries
 
-    def typical():
+    def typical(self):
         """Median throughput (bytes/s) of the measurements so far."""
-        rates = [moved / r['time_s'] for r in cands if r['correct']]
-        if vtime is not None:
-            rates.append(moved / vtime)
+        rates = [self.moved / r['time_s'] for r in self.cands
+                 if r['correct']]
+        if self.vtime is not None:
+            rates.append(self.moved / self.vtime)
         return float(np.median(rates)) if rates else 0.0
 
-    # The vendor BLAS: the fastest of the library's formulations that agree
-    # with NumPy, and the reference every candidate is checked against.
-    # Where the platform has none (e.g. no hipBLAS bindings), candidates are
-    # checked against NumPy in float64 and the result says why.
-    cands, best, feedback, launches = [], None, None, {}
-    try:
-        forms = runtime.vendor_formulations(A, 1.0, beta, dt, n=n, ldb=ldb,
-                                            ldc=ldc)
-    except RuntimeUnavailable as e:
-        forms, vendor = None, {'time_s': None, 'gbps': None,
-                               'error': str(e)}
-        vref, verr, vtime, vlaunch = exact_ref, None, None, None
-    if forms is not None:
+    # -- step 1: the vendor BLAS -----------------------------------------
+    def time_vendor(self):
+        """The vendor BLAS: the fastest of the library's formulations that
+        agree with NumPy, and the reference every candidate is checked
+        against.  Where the platform has none (e.g. no hipBLAS bindings),
+        candidates are checked against NumPy in float64 and the result
+        says why."""
+        rt, n = self.runtime, self.n
+        try:
+            forms = rt.vendor_formulations(self.A, 1.0, self.beta, self.dt,
+                                           n=n, ldb=self.ldb, ldc=self.ldc)
+        except RuntimeUnavailable as e:
+            self.vendor = {'time_s': None, 'gbps': None, 'error': str(e)}
+            self.vref = self.exact
+            return
         # candidates are checked against the first right formulation's
         # output (one copy kept), with the exact result's element scales;
         # every right one is within tol of NumPy
         errs, first = {}, []
 
         def vcheck(launch):
-            out, err, bad = run_check(launch, exact_ref)
-            if bad or err > tol:
+            out, err, bad = self.check(launch, self.exact)
+            if bad or err > self.tol:
                 return (f'disagrees with NumPy (relative error {err:.3g}'
                         f'{", " + bad if bad else ""})')
             errs[launch] = err
             if not first:
                 first.append(out)
-        vbest, vrecs = pick_vendor(forms, vcheck, timed)
+        vbest, vrecs = pick_vendor(forms, vcheck, self.timed)
         if vbest is None:
             raise RuntimeError(
-                f'the vendor BLAS on {runtime.name} disagrees with NumPy or '
+                f'the vendor BLAS on {rt.name} disagrees with NumPy or '
                 f'fails in every formulation: '
                 + '; '.join(f'{r["name"]}: {r["error"]}' for r in vrecs))
-        vname, vlaunch, vtime = vbest
-        vref, verr = (first[0], exact_ref[1]), errs[vlaunch]
-        vendor = {'time_s': vtime, 'gbps': moved / vtime / 1e9,
-                  'formulation': vname,
-                  'formulations': [{**r, 'gbps': (moved / r['time_s'] / 1e9
-                                                  if r['time_s'] else None)}
-                                   for r in vrecs]}
+        vname, self.vlaunch, self.vtime = vbest
+        self.vref, self.verr = (first[0], self.exact[1]), errs[self.vlaunch]
+        moved = self.moved
+        self.vendor = {
+            'time_s': self.vtime, 'gbps': moved / self.vtime / 1e9,
+            'formulation': vname,
+            'formulations': [{**r, 'gbps': (moved / r['time_s'] / 1e9
+                                            if r['time_s'] else None)}
+                             for r in vrecs]}
 
-    mm = runtime.matmul(A, beta, aligne=_ld_align(ldb, ldc))
-    opts = runtime.kernel_options()
-    total = _count(mm, dt, opts)
-    _prepare(runtime, mm, dt)
-    kgen = mm.kernels(dt, kname=KNAME, **opts)
-    while True:
-        try:
-            src, meta = kgen.send(feedback)
-        except StopIteration:
-            break
+    # -- step 2: the candidates ------------------------------------------
+    def walk_candidates(self, progress):
+        """Check and time every candidate kernels() offers, feeding each
+        correct one's time back."""
+        rt, dt = self.runtime, self.dt
+        mm = rt.matmul(self.A, self.beta, aligne=_ld_align(self.ldb,
+                                                           self.ldc))
+        opts = rt.kernel_options()
+        total = _count(mm, dt, opts)
+        _prepare(rt, mm, dt)
+        kgen = mm.kernels(dt, kname=KNAME, **opts)
+        feedback = None
+        while True:
+            try:
+                src, meta = kgen.send(feedback)
+            except StopIteration:
+                break
+            rec, feedback = self.try_candidate(src, meta)
+            self.cands.append(rec)
+            if progress is not None:
+                progress(len(self.cands), max(total or 0, len(self.cands)),
+                         rec['variant'])
+        self.check_environment()
+
+    def try_candidate(self, src, meta):
+        """Build, check and time one candidate: (its record, the feedback
+        for kernels())."""
         rec = {'variant': meta['variant'], 'time_s': None, 'gbps': None,
                'correct': False, 'error': None, 'retimed': 0}
         feedback = {'runtime': None}
         try:
-            launch = runtime.compile(src, meta)
-            _, err, bad = run_check(launch, vref)
-            if err > tol or bad:
-                rec['error'] = (f'relative error {err:.3g} against the '
-                                f'{"vendor BLAS" if vlaunch else "reference"}'
-                                if err > tol else bad)
-            else:
-                rec['correct'] = True
-                t, rec['retimed'] = retimed(launch, timed(launch),
-                                            typical() / OUTLIER_FACTOR)
-                rec.update(time_s=t, gbps=moved / t / 1e9)
-                launches[meta['variant']] = launch
-                feedback = {'runtime': t,
-                            **runtime.launch_feedback(src, meta)}
-                if best is None or t < best['time_s']:
-                    best = {'variant': meta['variant'], 'time_s': t,
-                            'gbps': rec['gbps'], 'src': src,
-                            'meta': _plain(meta)}
+            launch = self.runtime.compile(src, meta)
+            _, err, bad = self.check(launch, self.vref)
+            if err > self.tol or bad:
+                rec['error'] = (
+                    f'relative error {err:.3g} against the '
+                    f'{"vendor BLAS" if self.vlaunch else "reference"}'
+                    if err > self.tol else bad)
+                return rec, feedback
+            rec['correct'] = True
+            t, rec['retimed'] = self.retimed(
+                launch, self.timed(launch), self.typical() / OUTLIER_FACTOR)
+            rec.update(time_s=t, gbps=self.moved / t / 1e9)
+            self.launches[meta['variant']] = launch
+            feedback = {'runtime': t,
+                        **self.runtime.launch_feedback(src, meta)}
+            if self.best is None or t < self.best['time_s']:
+                self.best = {'variant': meta['variant'], 'time_s': t,
+                             'gbps': rec['gbps'], 'src': src,
+                             'meta': _plain(meta)}
         except RuntimeUnavailable:
             raise
         except Exception as e:  # a failing candidate is reported, not fatal
             rec['error'] = f'{type(e).__name__}: {e}'[:2000]
-        cands.append(rec)
-        if progress is not None:
-            progress(len(cands), max(total or 0, len(cands)), rec['variant'])
+            self.failures.append((meta['variant'], e))
+        return rec, feedback
 
-    lo, hi = COPY_BYTES
-    cbytes = min(max(moved, 2*llc, lo), hi)
-    copy_gbps = runtime.copy_bandwidth(cbytes) / 1e9
+    def check_environment(self):
+        """Raise EnvironmentFault when a candidate failed for a reason
+        outside its kernel (an OSError, a compiler that could not write or
+        run a tool), or when every candidate failed to build or run: the
+        run cannot tell which kernel is best, and is no verdict."""
+        env = [(v, e) for v, e in self.failures if environmental(e)]
+        if not env and len(self.failures) < max(len(self.cands), 1):
+            return
+        variant, e = (env or self.failures)[0]
+        what = (f'{len(env)} of {len(self.cands)} candidates failed for a '
+                f'reason outside the kernel' if env else
+                f'all {len(self.cands)} candidates failed to build or run')
+        raise EnvironmentFault(
+            f'{what} (first, {variant}: {type(e).__name__}: '
+            f'{" ".join(str(e).split())[:300]}); check the toolchain, '
+            f'TMPDIR and the cache disk; nothing was cached') from e
 
-    # The numbers reported: retaken where far below the copy bandwidth
-    floor = MIN_COPY_FRACTION*copy_gbps*1e9
-    if best is not None:
-        rec = next(r for r in cands if r['variant'] == best['variant'])
-        t, tries = retimed(launches[best['variant']], best['time_s'], floor)
-        if tries:
-            rec['retimed'] += tries
-            rec.update(time_s=t, gbps=moved / t / 1e9)
-            best.update(time_s=t, gbps=rec['gbps'])
-    if vtime is not None:
-        vtime = retimed(vlaunch, vtime, floor)[0]
-        vendor.update(time_s=vtime, gbps=moved / vtime / 1e9)
-    return TuneResult(
-        platform=runtime.name, device=str(runtime.device),
-        dtype=np.dtype(dt).name, beta=beta, n=n, best=best, vendor=vendor,
-        copy_gbps=copy_gbps, candidates=cands,
-        use_vendor=vtime is not None and (best is None
-                                          or vtime < best['time_s']),
-        m=m, k=k,
-        ldb=ldb, ldc=ldc, vendor_error=verr)
+    # -- step 3: the figures reported --------------------------------------
+    def result(self):
+        """The TuneResult: the best candidate's and the vendor's times
+        retaken where far below the copy bandwidth, then each taken once
+        more to confirm the verdict."""
+        lo, hi = COPY_BYTES
+        cbytes = min(max(self.moved, 2*self.llc, lo), hi)
+        copy_gbps = self.runtime.copy_bandwidth(cbytes) / 1e9
+
+        floor = MIN_COPY_FRACTION*copy_gbps*1e9
+        best, vendor = self.best, self.vendor
+        if best is not None:
+            rec = next(r for r in self.cands
+                       if r['variant'] == best['variant'])
+            t, tries = self.retimed(self.launches[best['variant']],
+                                    best['time_s'], floor)
+            if tries:
+                rec['retimed'] += tries
+                rec.update(time_s=t, gbps=self.moved / t / 1e9)
+                best.update(time_s=t, gbps=rec['gbps'])
+        if self.vtime is not None:
+            self.vtime = self.retimed(self.vlaunch, self.vtime, floor)[0]
+            vendor.update(time_s=self.vtime,
+                          gbps=self.moved / self.vtime / 1e9)
+        return TuneResult(
+            platform=self.runtime.name, device=str(self.runtime.device),
+            dtype=np.dtype(self.dt).name, beta=self.beta, n=self.n,
+            best=best, vendor=vendor, copy_gbps=copy_gbps,
+            candidates=self.cands,
+            use_vendor=self.vtime is not None and (
+                best is None or self.vtime < best['time_s']),
+            m=self.info.m, k=self.info.k, ldb=self.ldb, ldc=self.ldc,
+            vendor_error=self.verr, unstable=self.confirm())
+
+    def confirm(self):
+        """Why the verdict is not to be trusted, or None.  The best
+        candidate and the vendor BLAS are timed again, up to CONFIRMS
+        times, until a time lands within UNSTABLE_FACTOR of the one
+        reported; when none does (a busy machine, a timer too coarse for
+        the kernel) the ranking is a matter of chance."""
+        why = []
+        best = self.best
+        for label, launch, t in (
+                ('best candidate', best and self.launches[best['variant']],
+                 best and best['time_s']),
+                ('vendor BLAS', self.vlaunch, self.vtime)):
+            if launch is None:
+                continue
+            seen = []
+            while len(seen) < CONFIRMS:
+                seen.append(self.timed(launch))
+                if max(seen[-1], t) <= UNSTABLE_FACTOR*min(seen[-1], t):
+                    break
+            else:
+                why.append(f'{label} timed at {t*1e6:.3g} us, then at '
+                           + ', '.join(f'{x*1e6:.3g}' for x in seen)
+                           + ' us')
+        return '; '.join(why) or None
 
 
 def prepare(A, *, beta=0.0, dtype='float64', n, ldb=None, ldc=None,
@@ -546,16 +702,21 @@ def add_arguments(ap):
                     help='tune again even if a cached result exists')
     ap.add_argument('--clear-cache', action='store_true',
                     help='remove every cached tuning result first')
+    ap.add_argument('--clear-builds', action='store_true',
+                    help='remove every cached build (C libraries, the CPU '
+                         'executor\'s libraries, ISA reports) first')
 
 
 def run(args):
     import json
 
-    if args.clear_cache:
-        removed = clear_cache()
-        if args.operator is None:
-            print(f'removed {removed} cached tuning results')
-            return 0
+    cleared = [(what, cache.clear(kind)) for flag, kind, what in (
+        (args.clear_cache, 'tune', 'cached tuning results'),
+        (args.clear_builds, 'builds', 'cached builds')) if flag]
+    if cleared and args.operator is None:
+        for what, removed in cleared:
+            print(f'removed {removed} {what}')
+        return 0
     if args.operator is None:
         raise ValueError('OPERATOR is required (a .mtx file or FILE.npz:KEY)')
 
@@ -619,4 +780,8 @@ def format_table(res):
     else:
         lines.append(f'best {res.best["variant"]} is {res.speedup:.2f}x '
                      f'faster than the vendor BLAS')
+    if res.unstable:
+        lines.append(f'warning: timings unstable ({res.unstable}): the '
+                     f'ranking may be chance on a busy machine; not cached, '
+                     f'tune again on a quieter one')
     return '\n'.join(lines)

@@ -1,21 +1,45 @@
-"""Small helpers shared across gimmik: atomic file writes."""
+"""Small helpers shared across gimmik: atomic file writes that honour the
+umask, advisory file locks, and the identity of an external tool."""
 
 import contextlib
+import functools
 import os
+import subprocess
 import tempfile
 
 
+def umask():
+    """The process's file mode creation mask, read without changing it
+    where the system allows (os.umask would change it for every thread for
+    a moment)."""
+    try:
+        with open('/proc/self/status') as f:
+            for line in f:
+                if line.startswith('Umask:'):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
-def atomic_path(path, suffix='.part'):
+def atomic_path(path, suffix='.part', mode=0o666):
     """A temporary path in path's directory to write into; on a clean exit
     it is renamed onto `path` (atomic on POSIX), otherwise removed, so that
-    readers only ever see the old or the complete new file."""
+    readers only ever see the old or the complete new file.  The file gets
+    `mode` less the umask, as open() would give it."""
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=d, prefix='.' + os.path.basename(path),
                                suffix=suffix)
-    os.close(fd)
+    try:
+        os.fchmod(fd, mode & ~umask())
+    finally:
+        os.close(fd)
     try:
         yield tmp
+        os.chmod(tmp, mode & ~umask())   # a copy may have set its own mode
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -33,3 +57,50 @@ def atomic_write(path, data):
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+
+
+@contextlib.contextmanager
+def file_lock(path, on_wait=None):
+    """Hold an exclusive advisory lock (flock) on the file `path`, created
+    when missing, for the duration; other processes and threads taking the
+    same lock wait.  The kernel drops the lock when its holder dies, so a
+    killed process never leaves it taken.  `on_wait()` is called once when
+    the lock is held by someone else and this call has to wait.  Yields
+    True, or False when `path` is None or the lock file cannot be opened
+    (e.g. a read-only directory): the body then runs unlocked."""
+    import fcntl
+    if path is None:
+        yield False
+        return
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        try:    # another user's lock file: a read-only descriptor locks too
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            yield False
+            return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield True
+    finally:
+        os.close(fd)    # closing the descriptor releases the lock
+
+
+@functools.lru_cache(maxsize=None)
+def tool_identity(argv):
+    """What identifies a command-line tool's build (argv a tuple, e.g.
+    ('ccache', 'gcc')): its --version output, or the command itself when
+    it does not say."""
+    try:
+        r = subprocess.run([*argv, '--version'], capture_output=True,
+                           text=True, timeout=60)
+        text = (r.stdout or r.stderr).strip()
+    except (OSError, subprocess.SubprocessError):
+        text = ''
+    return text or ' '.join(argv)

@@ -170,22 +170,28 @@ _DTYPES = {np.dtype(np.float32): np.float32, np.dtype(np.float64): np.float64}
 # The command line's dtype names
 CLI_DTYPES = {'f64': 'float64', 'f32': 'float32'}
 
+# NumPy 1's scalar-type names that NumPy 2 no longer parses
+_NUMPY_ALIASES = {'float_': 'float64', 'double_': 'float64',
+                  'single_': 'float32'}
+
 _DTYPE_NAMES = {'f32': np.float32, 'float32': np.float32, 'f4': np.float32,
                 'single': np.float32, 'f64': np.float64, 'float64': np.float64,
                 'f8': np.float64, 'double': np.float64, 'float': np.float64}
 
 
 def check_dtype(dtype, arg='dtype'):
-    """Return np.float32 or np.float64 for a dtype object or name."""
+    """Return np.float32 or np.float64 for a dtype object or name (the
+    names above, or what NumPy spells them: dtype.str such as '<f8',
+    dtype.char such as 'd')."""
     if dtype is None:  # np.dtype(None) would silently mean float64
         raise TypeError(f'{arg} must be float32 or float64, not None')
-    if isinstance(dtype, str):
-        if dtype not in _DTYPE_NAMES:
-            raise TypeError(f'{arg} must be float32 or float64, not {dtype!r}')
+    if isinstance(dtype, str) and dtype in _DTYPE_NAMES:
         return _DTYPE_NAMES[dtype]
+    if isinstance(dtype, str) and dtype in _NUMPY_ALIASES:
+        dtype = _NUMPY_ALIASES[dtype]
     try:
         dt = np.dtype(dtype)
-    except TypeError as e:
+    except (TypeError, ValueError, SyntaxError) as e:
         raise TypeError(f'{arg} must be float32 or float64, not {dtype!r}') \
             from e
     if dt not in _DTYPES:
@@ -333,6 +339,33 @@ def check_representable(A, beta, dtype):
         raise ValueError(f'beta ({beta}) is beyond the float32 range')
     if not A.astype(np.float32).any():
         raise ValueError('A is all zeros in float32')
+
+
+def positive_seconds(text):
+    """argparse type of a positive, finite number of seconds."""
+    import argparse
+    try:
+        x = float(text)
+    except ValueError:
+        x = math.nan
+    if not (math.isfinite(x) and x > 0):
+        raise argparse.ArgumentTypeError(
+            f'must be a positive number of seconds, not {text!r}')
+    return x
+
+
+def check_product_range(ref, scale, dtype):
+    """Raise ValueError when C = A*B + beta*C on these panels (ref, in
+    float64, with each element's scale sum |A_ij B_jn| + |beta C_in|, as
+    gimmik.verify.reference gives them) leaves dtype's range: the kernels
+    and the vendor BLAS would then agree only on Inf."""
+    big = float(np.finfo(dtype).max)
+    top = float(np.max(scale)) if np.size(scale) else 0.0
+    if not np.isfinite(ref).all() or not top <= big:
+        name = np.dtype(dtype).name
+        raise ValueError(f'A*B + beta*C overflows {name} on these panels '
+                         f'(terms up to {top:.3g}, the {name} range is '
+                         f'+-{big:.4g}): scale A, beta or the panels down')
 
 
 def c_literal(x, dtype):

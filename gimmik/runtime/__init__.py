@@ -49,6 +49,12 @@ class Runtime(ABC):
         """Keyword options for the generator's kernels() on this device
         (e.g. {'gcn_arch': 'gfx942'}), used in cache keys too."""
 
+    def build_identity(self):
+        """What built kernels depend on besides their source and the
+        device: the compiler's identity and version, its flags, the CPU
+        code is built for (a str; part of every cache key)."""
+        return ''
+
     @abstractmethod
     def upload(self, host):
         """Copy a 2-D host array to a new device buffer; returns it."""

@@ -4,9 +4,14 @@ loaded with ctypes and run on NumPy buffers; NumPy's BLAS is the baseline.
 This is the platform on a machine with no GPU.  "Device" buffers are plain
 NumPy arrays, launches are synchronous, and times are wall-clock medians.
 
-Options (``get_runtime('c', ...)``): ``cc`` (default ``$CC`` or ``cc``),
-``march`` (default ``native``; ``None`` leaves it out) and ``cflags`` (a
-list of extra flags).  ``GIMMIK_CFLAGS`` adds flags from the environment.
+Options (``get_runtime('c', ...)``): ``cc`` (default ``$CC`` or ``cc``; a
+command line such as ``ccache gcc`` is split like a shell would), ``march``
+(default ``native``; ``None`` leaves it out) and ``cflags`` (a list of
+extra flags).  ``GIMMIK_CFLAGS`` adds flags from the environment.
+
+Built libraries are cached by a hash of the source, the compiler's identity
+(its --version), the flags and, where a flag names ``native``, the CPU the
+code is built for (its model and feature flags).
 """
 
 import concurrent.futures as cf
@@ -24,9 +29,9 @@ import time
 
 import numpy as np
 
-from gimmik.cache import cache_dir
-from gimmik.util import atomic_path
+from gimmik import cache
 from gimmik.runtime import Runtime as _Runtime, RuntimeUnavailable
+from gimmik.util import tool_identity
 from gimmik.validate import check_kname
 
 # -std=c11 alone turns off FMA contraction (ISO mode); -ffp-contract=fast
@@ -39,15 +44,28 @@ _lock = threading.Lock()
 _loaded = {}   # hash of source, compiler and flags -> ctypes.CDLL
 
 
-def _cpu_name():
+def _cpuinfo(field):
+    """The value of the first `field` line of /proc/cpuinfo, or None."""
     try:
         with open('/proc/cpuinfo') as f:
             for line in f:
-                if line.startswith('model name'):
+                if line.split(':', 1)[0].strip() == field:
                     return line.split(':', 1)[1].strip()
     except OSError:
         pass
-    return _platform.processor() or _platform.machine() or 'unknown CPU'
+    return None
+
+
+def _cpu_name():
+    return (_cpuinfo('model name') or _platform.processor()
+            or _platform.machine() or 'unknown CPU')
+
+
+def native_cpu():
+    """What -march=native resolves from: this CPU's model and its feature
+    flags (x86 'flags', Arm 'Features'), sorted."""
+    feats = _cpuinfo('flags') or _cpuinfo('Features') or ''
+    return f'{_cpu_name()} [{" ".join(sorted(feats.split()))}]'
 
 
 def llc_bytes():
@@ -77,7 +95,13 @@ class Runtime(_Runtime):
 
     def __init__(self, cc=None, march='native', cflags=None):
         cc = cc or os.environ.get('CC') or 'cc'
-        if not isinstance(cc, str) or shutil.which(cc) is None:
+        if not isinstance(cc, str):
+            raise TypeError(f'cc must be a str, not {type(cc).__name__}')
+        try:
+            argv = shlex.split(cc)
+        except ValueError as e:
+            raise ValueError(f'the C compiler command {cc!r}: {e}') from e
+        if not argv or shutil.which(argv[0]) is None:
             raise RuntimeUnavailable(f'no C compiler: {cc!r} is not on PATH '
                                      f'(set CC or pass cc=)')
         if march is not None and (not isinstance(march, str) or not march
@@ -90,6 +114,7 @@ class Runtime(_Runtime):
                                               for f in cflags):
             raise TypeError('cflags must be a list of str')
         self.cc = cc
+        self.cc_argv = argv
         self.flags = (BASE_CFLAGS
                       + ([f'-march={march}'] if march else [])
                       + list(cflags)
@@ -106,6 +131,18 @@ class Runtime(_Runtime):
 
     def kernel_options(self):
         return {}
+
+    def build_identity(self):
+        """The compiler's identity, the flags and, when a flag asks for
+        the native CPU, that CPU: what the built code depends on."""
+        ident = self.__dict__.get('_identity')
+        if ident is None:
+            parts = [tool_identity(tuple(self.cc_argv)), *self.cc_argv,
+                     *self.flags]
+            if any('native' in f for f in self.flags):
+                parts.append(native_cpu())
+            ident = self._identity = '\0'.join(parts)
+        return ident
 
     def cache_bytes(self):
         return llc_bytes()
@@ -130,24 +167,24 @@ class Runtime(_Runtime):
         the source, compiler and flags); returns the loaded ctypes.CDLL."""
         check_kname(kname)
         key = self._key(src)
-        sopath = os.path.join(cache_dir('c'), f'{key}.so')
         with _lock:
             if key in _loaded:
                 return _loaded[key]
-            if not os.path.exists(sopath):
-                self._compile_to(src, sopath)
+            sopath = cache.find_build('c', key) or self._compile_to(src, key)
             lib = ctypes.CDLL(sopath)
             _loaded[key] = lib
             return lib
 
-    def _compile_to(self, src, sopath):
+    def _compile_to(self, src, key):
+        """Build src into the cache under key; returns the library's path."""
         with tempfile.TemporaryDirectory() as tmp:
             cpath = os.path.join(tmp, 'kernel.c')
             with open(cpath, 'w') as f:
                 f.write(src)
             out = os.path.join(tmp, 'kernel.so')
             try:
-                r = subprocess.run([self.cc, *self.flags, cpath, '-o', out],
+                r = subprocess.run([*self.cc_argv, *self.flags, cpath, '-o',
+                                    out],
                                    capture_output=True, text=True)
             except OSError as e:
                 raise RuntimeUnavailable(f'cannot run the C compiler '
@@ -155,9 +192,7 @@ class Runtime(_Runtime):
             if r.returncode:
                 raise RuntimeError(f'the C compiler ({self.cc}) rejected the '
                                    f'kernel:\n{r.stderr[-4000:]}')
-            # readers see no half-written library
-            with atomic_path(sopath) as part:
-                shutil.copyfile(out, part)
+            return cache.store_build('c', key, out)
 
     def prepare(self, kernels):
         """Compile the sources not yet in the cache, os.cpu_count() at a
@@ -165,15 +200,14 @@ class Runtime(_Runtime):
         todo = {}
         for src, meta in kernels:
             key = self._key(src)
-            path = os.path.join(cache_dir('c'), f'{key}.so')
-            if key not in _loaded and not os.path.exists(path):
-                todo[path] = src
+            if key not in _loaded and not cache.find_build('c', key):
+                todo[key] = src
         if len(todo) < 2:
             return
         workers = min(len(todo), os.cpu_count() or 1)
         with cf.ThreadPoolExecutor(workers) as pool:
-            futures = [pool.submit(self._compile_to, src, path)
-                       for path, src in todo.items()]
+            futures = [pool.submit(self._compile_to, src, key)
+                       for key, src in todo.items()]
             for f in futures:
                 try:
                     f.result()
@@ -181,7 +215,7 @@ class Runtime(_Runtime):
                     pass
 
     def _key(self, src):
-        return hashlib.sha256('\0'.join([src, self.cc] + self.flags)
+        return hashlib.sha256('\0'.join([src, self.build_identity()])
                               .encode()).hexdigest()[:24]
 
     def compile(self, src, meta):

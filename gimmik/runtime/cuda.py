@@ -13,6 +13,7 @@ import threading
 
 import numpy as np
 
+from gimmik.util import tool_identity
 from gimmik.runtime import Runtime as _Runtime, RuntimeUnavailable, \
     blas, failed_launch
 
@@ -84,6 +85,14 @@ class Runtime(_Runtime):
 
     def kernel_options(self):
         return {'compute_capability': self.cc}
+
+    def build_identity(self):
+        if self.compiler == 'nvcc':
+            return tool_identity(('nvcc',))
+        try:
+            return 'nvrtc ' + '.'.join(map(str, cupy.cuda.nvrtc.getVersion()))
+        except Exception:
+            return 'nvrtc'
 
     # -- memory ----------------------------------------------------------
     def upload(self, host):

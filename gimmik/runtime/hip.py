@@ -156,6 +156,14 @@ class Runtime(_Runtime):
     def kernel_options(self):
         return {'gcn_arch': self.arch, 'warp_size': self.warp_size}
 
+    def build_identity(self):
+        try:
+            version = _check(self._hip.hipRuntimeGetVersion(),
+                             'hipRuntimeGetVersion')
+        except Exception:
+            version = None
+        return f'hiprtc, HIP runtime {version}'
+
     def cache_bytes(self):
         # MI300-class parts add a 256 MiB Infinity Cache HIP does not report
         return max(self._l2, 256 << 20 if self.arch.startswith('gfx94')
