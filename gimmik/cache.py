@@ -217,7 +217,7 @@ def clear(kind='tune'):
         d = os.path.join(base_dir(), k)
         try:
             names = os.listdir(d)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             continue
         for name in names:
             p = os.path.join(d, name)

@@ -9,20 +9,24 @@ wavefront is reported as an error.
 CUDA (run_cuda, gimmik.emulate.cuda): the same against cuda_shim.h, a
 block's threads as OS threads.
 
-Compiled kernels are cached on disk by a hash of everything that went in.
+Compiled kernels are cached on disk by a hash of everything that went in
+(the compiler's identity included).  A fiber's stack is sized from the
+kernel: the compiler's -fstack-usage report of its unit.
 """
 
 import ctypes
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
 
 import numpy as np
 
-from gimmik.cache import cache_dir
-from gimmik.util import atomic_path
+from gimmik import cache
+from gimmik.errors import RuntimeUnavailable
+from gimmik.util import tool_identity
 from gimmik.validate import MAX_INT, check_kname
 
 _SHIM = os.path.join(os.path.dirname(__file__), 'hip_shim.h')
@@ -64,34 +68,25 @@ def _trampoline(meta, kname):
 def compile_kernel(src, meta, kname='gimmik_mm', shim_path=_SHIM,
                    cxxflags=_CXXFLAGS, unit_name='kernel.hip'):
     """Compile a source for the executor against a shim (by default HIP's);
-    returns the loaded library."""
+    returns the loaded library.  The host compiler is $CXX (default g++; a
+    command line such as 'ccache g++' is split as a shell would); the
+    library is cached by a hash of the unit, the compiler's identity and
+    the flags, and checked against its digest before it is loaded."""
     kname = check_kname(kname)
     with open(shim_path) as f:
         shim = f.read()
-    cxx = os.environ.get('CXX', 'g++')
+    cxx = host_compiler()
     flags = list(cxxflags) + (_ASAN_FLAGS if asan_enabled() else [])
     unit = src + _trampoline(meta, kname)
-    key = hashlib.sha256('\0'.join([shim, unit, cxx] + flags)
+    key = hashlib.sha256('\0'.join([shim, unit, tool_identity(tuple(cxx)),
+                                    *cxx, *flags])
                          .encode()).hexdigest()[:24]
     if key in _loaded:
         return _loaded[key]
 
-    sopath = os.path.join(cache_dir('emulate'), f'{key}.so')
-    if not os.path.exists(sopath):
-        with tempfile.TemporaryDirectory() as tmp:
-            cpp = os.path.join(tmp, 'kernel.cpp')
-            with open(cpp, 'w') as f:
-                f.write(f'#include "{shim_path}"\n#line 1 "{unit_name}"\n'
-                        f'{unit}')
-            out = os.path.join(tmp, 'kernel.so')
-            r = subprocess.run([cxx, *flags, cpp, '-o', out],
-                               capture_output=True, text=True)
-            if r.returncode:
-                raise RuntimeError(f'the host compiler rejected the kernel:\n'
-                                   f'{r.stderr[-4000:]}')
-            with atomic_path(sopath) as part:   # concurrent runs are safe
-                shutil.copyfile(out, part)
-
+    sopath = cache.find_build('emulate', key)
+    if sopath is None:
+        sopath = _build(cxx, flags, shim_path, unit, unit_name, key)
     lib = ctypes.CDLL(sopath)
     lib.gimmik_emu_entry.restype = ctypes.c_int
     lib.gimmik_emu_entry.argtypes = [
@@ -99,6 +94,66 @@ def compile_kernel(src, meta, kname='gimmik_mm', shim_path=_SHIM,
         ctypes.POINTER(ctypes.c_int), ctypes.c_char_p, ctypes.c_int]
     _loaded[key] = lib
     return lib
+
+
+def host_compiler():
+    """The host C++ compiler's command line, from $CXX (default g++)."""
+    text = os.environ.get('CXX') or 'g++'
+    try:
+        argv = shlex.split(text)
+    except ValueError as e:
+        raise ValueError(f'CXX={text!r}: {e}') from e
+    if not argv or shutil.which(argv[0]) is None:
+        raise RuntimeUnavailable(f'no host C++ compiler: {text!r} is not on '
+                                 f'PATH (set CXX)')
+    return argv
+
+
+def _build(cxx, flags, shim_path, unit, unit_name, key):
+    """Compile the unit (measuring its stack use), link it with the
+    definition of gimmik_emu_stack_bytes, store it in the cache; returns
+    the library's path."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cpp = os.path.join(tmp, 'kernel.cpp')
+        with open(cpp, 'w') as f:
+            f.write(f'#include "{shim_path}"\n#line 1 "{unit_name}"\n'
+                    f'{unit}')
+        obj = os.path.join(tmp, 'kernel.o')
+        _run([*cxx, *flags, '-fstack-usage', '-c', cpp, '-o', obj],
+             'the host compiler rejected the kernel')
+        stack = os.path.join(tmp, 'stack.cpp')
+        with open(stack, 'w') as f:
+            f.write(f'extern "C" const unsigned long gimmik_emu_stack_bytes'
+                    f' = {stack_usage(tmp)}UL;\n')
+        out = os.path.join(tmp, 'kernel.so')
+        _run([*cxx, *flags, obj, stack, '-o', out],
+             'the host compiler could not link the kernel')
+        return cache.store_build('emulate', key, out)
+
+
+def _run(cmd, what):
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        raise RuntimeUnavailable(f'cannot run the host compiler {cmd[0]!r}: '
+                                 f'{e}') from e
+    if r.returncode:
+        raise RuntimeError(f'{what}:\n{r.stderr[-4000:]}')
+
+
+def stack_usage(folder):
+    """Bytes of stack the functions of the -fstack-usage reports (*.su) in
+    folder use together: a bound on any call chain through them (none
+    recurses).  0 when the compiler wrote none."""
+    total = 0
+    for name in os.listdir(folder):
+        if name.endswith('.su'):
+            with open(os.path.join(folder, name)) as f:
+                for line in f:
+                    parts = line.rstrip('\n').split('\t')
+                    if len(parts) >= 2 and parts[1].isdigit():
+                        total += int(parts[1])
+    return total
 
 
 def _check_panel(x, name, dtype, rows, writeable=False):

@@ -62,7 +62,16 @@ struct Fiber {
     int line;
 };
 
-static const size_t STACK = 512*1024;
+// A fiber's stack: what the compiler measured the kernel's unit to need
+// (-fstack-usage, summed over its functions; the executor defines
+// gimmik_emu_stack_bytes when it links the kernel), plus room for the shim
+// and the C library, and never less than STACK_MIN.
+extern "C" const unsigned long gimmik_emu_stack_bytes;
+static const size_t STACK_MIN = 512*1024, STACK_MARGIN = 256*1024;
+static const size_t STACK = ((gimmik_emu_stack_bytes + STACK_MARGIN
+                              > STACK_MIN ? gimmik_emu_stack_bytes
+                              + STACK_MARGIN : STACK_MIN) + 65535)
+                            & ~(size_t) 65535;
 static Fiber *fibers;
 static char *stacks;
 static int nfib, cur, capacity;
@@ -240,6 +249,17 @@ static int launch(void (*k)(void **), void **args, const int grid[3],
                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                                -1, 0);
         fibers = (Fiber *) calloc(nfib, sizeof(Fiber));
+        if (stacks == MAP_FAILED || !fibers) {
+            snprintf(errmsg, sizeof errmsg, "cannot allocate %d fiber "
+                     "stacks of %zu bytes", nfib, STACK);
+            if (stacks != MAP_FAILED)
+                munmap(stacks, nfib*STACK);
+            free(fibers);
+            stacks = nullptr;
+            fibers = nullptr;
+            capacity = 0;
+            return 1;
+        }
         capacity = nfib;
     }
     for (int i = 0; i < nfib; i++) {
