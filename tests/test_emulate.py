@@ -126,3 +126,73 @@ def test_kernel_name_comes_from_meta(rng):
     p = Panels(rng, A, 0.0, np.float64, 5)
     run_hip(src, meta, p.b, p.c)
     p.check('kname from meta')
+
+
+# -- the executor's build: stack sized from the kernel, compiler commands --
+BIG_FRAME = PROLOGUE + '''
+    // a frame of 4 MiB, far beyond a fixed 512 KiB fiber stack
+    volatile double scratch[1 << 19];
+    for (int i = 0; i < (1 << 19); i += 512)
+        scratch[i] = col;
+    if (col < n)
+        c[col] = b[col] + scratch[(col % 2)*512] - col;
+}
+'''
+
+_RUN_BIG = '''
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from test_emulate import BIG_FRAME, meta_for, panels
+from gimmik.emulate import run_hip
+b, c = panels(n=300, m=1, k=1)
+b[0] = np.arange(300)
+run_hip(BIG_FRAME, meta_for(block=(64, 1, 1), m=1, k=1), b, c)
+assert (c[0] == np.arange(300)).all(), c
+print('ok')
+'''
+
+
+def test_fiber_stack_sized_from_the_kernel(tmp_path):
+    """A kernel whose frame exceeds any fixed stack runs (in a process of
+    its own: an overflow would end it with SIGSEGV)."""
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, 'GIMMIK_CACHE_DIR': str(tmp_path / 'cache'),
+           'PYTHONPATH': os.pathsep.join(sys.path)}
+    r = subprocess.run([sys.executable, '-c', _RUN_BIG,
+                        os.path.dirname(__file__)], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip() == 'ok', \
+        (r.returncode, r.stderr[-2000:])
+
+
+def test_stack_usage_report(tmp_path):
+    from gimmik.emulate import stack_usage
+    (tmp_path / 'kernel.su').write_text(
+        'kernel.hip:3:1:void gimmik_mm(int)\t4194352\tstatic\n'
+        'hip_shim.h:80:1:void f()\t48\tdynamic,bounded\n')
+    (tmp_path / 'other.txt').write_text('x\t999\tstatic\n')
+    assert stack_usage(tmp_path) == 4194400
+
+
+def test_host_compiler_with_a_launcher_word(tmp_path, monkeypatch):
+    launch = tmp_path / 'launch'
+    launch.write_text('#!/bin/sh\nexec "$@"\n')
+    launch.chmod(0o755)
+    monkeypatch.setenv('CXX', f'{launch} g++')
+    monkeypatch.setenv('GIMMIK_CACHE_DIR', str(tmp_path / 'cache'))
+    src = PROLOGUE + '''
+    if (col < n)
+        c[col] = 3.0*b[col];
+}
+'''
+    b, c = panels(m=1, k=1)
+    run_hip(src, meta_for(block=(64, 1, 1), m=1, k=1), b, c)
+    assert (c == 3.0).all()
+    monkeypatch.setenv('CXX', 'no-such-launcher g++')
+    from gimmik.emulate import host_compiler
+    from gimmik.runtime import RuntimeUnavailable
+    with pytest.raises(RuntimeUnavailable, match='CXX'):
+        host_compiler()

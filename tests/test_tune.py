@@ -397,3 +397,177 @@ def test_cli_errors(tmp_path, capsys):
     assert 'missing.mtx' in capsys.readouterr().err
     assert main(['tune', '--platform', 'c']) == 2
     assert 'OPERATOR' in capsys.readouterr().err
+
+
+# -- many ranks, unstable timings, environment failures, overflow -----------
+class SteadyClock(CRuntime):
+    """The c runtime with fixed times (vendor 1 ms, candidates 0.5 ms) that
+    take `delay` seconds each to measure, and a log of the tunings run."""
+
+    def __init__(self, delay=0.0, log=None):
+        super().__init__()
+        self.delay, self.log = delay, log
+
+    def vendor_formulations(self, *args, **kw):
+        if self.log:
+            with open(self.log, 'a') as f:
+                f.write(f'{os.getpid()}\n')
+        forms = super().vendor_formulations(*args, **kw)
+        return [(name, self._tag(launch, 'vendor'))
+                for name, launch in forms]
+
+    def compile(self, src, meta):
+        return self._tag(super().compile(src, meta), 'candidate')
+
+    @staticmethod
+    def _tag(launch, kind):
+        def tagged(b, c, n, ldb, ldc):
+            launch(b, c, n, ldb, ldc)
+        tagged.kind = kind
+        return tagged
+
+    def time(self, launch, args, *, warmup=2, repeats=10):
+        import time as _time
+        _time.sleep(self.delay)
+        launch(*args)
+        return self.timing(launch)
+
+    def timing(self, launch):
+        return 1e-3 if getattr(launch, 'kind', 'vendor') == 'vendor' \
+            else 5e-4
+
+    def copy_bandwidth(self, nbytes):
+        return 1e10
+
+
+_RANK = '''
+import json, os, sys, time
+sys.path.insert(0, sys.argv[1])
+from test_tune import SteadyClock, operator
+from gimmik.tune import tune
+log, gate, nranks = sys.argv[2], sys.argv[3], int(sys.argv[4])
+with open(gate, 'a') as f:
+    f.write('x')
+while os.path.getsize(gate) < nranks:    # all ranks start together
+    time.sleep(0.01)
+res = tune(operator(), n=500, runtime=SteadyClock(0.05, log))
+print(json.dumps([res.cached, res.best['variant'], res.vendor['time_s']]))
+'''
+
+
+def test_concurrent_ranks_share_one_tuning(tmp_path, cache_dir):
+    import subprocess
+    import sys
+    nranks = 3
+    log, gate = tmp_path / 'tunings', tmp_path / 'gate'
+    gate.write_text('')
+    env = {**os.environ, 'GIMMIK_CACHE_DIR': str(cache_dir),
+           'PYTHONPATH': os.pathsep.join(sys.path)}
+    procs = [subprocess.Popen(
+        [sys.executable, '-W', 'ignore', '-c', _RANK,
+         os.path.dirname(__file__), str(log), str(gate), str(nranks)],
+        env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(nranks)]
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0]*nranks, outs
+    results = [json.loads(o) for o in outs]
+    assert len(log.read_text().split()) == 1        # one rank tuned
+    assert sorted(r[0] for r in results) == [False] + [True]*(nranks - 1)
+    assert len({tuple(r[1:]) for r in results}) == 1    # one answer
+
+
+class Jittery(SteadyClock):
+    """A busy machine: the vendor BLAS's first measurement came in a
+    scheduler slice 100x slower than the kernel (and the copy bandwidth
+    was measured as low, so nothing looks out of line)."""
+
+    def __init__(self):
+        super().__init__()
+        self.vendor_times = 0
+
+    def timing(self, launch):
+        if getattr(launch, 'kind', 'vendor') == 'vendor':
+            self.vendor_times += 1
+            return 1e-1 if self.vendor_times == 1 else 1e-3
+        return 5e-4
+
+    def copy_bandwidth(self, nbytes):
+        return 1e6
+
+
+def test_unstable_verdict_is_reported_not_cached(rng, cache_dir,
+                                                 monkeypatch):
+    monkeypatch.setattr('gimmik.tune.UNSTABLE_FACTOR', 4.0)
+    res = tune(operator(rng), n=500, runtime=Jittery())
+    assert res.unstable and 'vendor BLAS' in res.unstable
+    assert res.to_json()['unstable'] == res.unstable
+    assert 'timings unstable' in format_table(res)
+    assert not tune(operator(rng), n=500, runtime=Jittery()).cached
+    steady = tune(operator(rng), n=500, runtime=SteadyClock())
+    assert steady.unstable is None and not steady.cached
+    assert tune(operator(rng), n=500, runtime=SteadyClock()).cached
+
+
+class DiskFull(SteadyClock):
+    """Every build fails: the cache disk is full."""
+
+    def compile(self, src, meta):
+        import errno
+        raise OSError(errno.ENOSPC, 'No space left on device')
+
+
+class NoAssembler(SteadyClock):
+    """One build fails: the toolchain cannot run `as`."""
+
+    def compile(self, src, meta):
+        if meta['variant'].startswith('cstream'):
+            raise RuntimeError("the C compiler (cc) rejected the kernel:\ncc: "
+                               "fatal error: cannot execute 'as': execvp: No "
+                               "such file or directory")
+        return super().compile(src, meta)
+
+
+@pytest.mark.parametrize('rt', [DiskFull, NoAssembler])
+def test_environment_failures_are_errors_not_verdicts(rng, cache_dir, rt):
+    from gimmik.errors import EnvironmentFault
+    with pytest.raises(EnvironmentFault, match='outside the kernel'):
+        tune(operator(rng), n=500, runtime=rt())
+    assert not os.path.exists(cache_dir / 'tune') \
+        or os.listdir(cache_dir / 'tune') == []
+
+
+def test_tmpdir_missing_is_an_error(rng, cache_dir, monkeypatch, tmp_path):
+    import tempfile
+    monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path / 'no-tmp'))
+    from gimmik.errors import EnvironmentFault
+    with pytest.raises(EnvironmentFault, match='No such file'):
+        tune(operator(rng) * 3, n=500, platform='c')
+    assert os.listdir(cache_dir / 'tune') == []
+
+
+def test_every_candidate_failing_is_an_error(rng, cache_dir):
+    class Broken(SteadyClock):
+        def compile(self, src, meta):
+            raise RuntimeError('internal compiler error: in kernel')
+    from gimmik.errors import EnvironmentFault
+    with pytest.raises(EnvironmentFault, match='all .* candidates failed'):
+        tune(operator(rng), n=500, runtime=Broken())
+
+
+@pytest.mark.parametrize('dtype, big', [('float64', 1e308),
+                                        ('float32', 1e38)])
+def test_overflowing_product_is_named(rng, dtype, big):
+    A = np.full((3, 4), big)
+    A[0, 0] = -big
+    with pytest.raises(ValueError, match=f'overflows {dtype}'):
+        tune(A, n=200, dtype=dtype, platform='c', use_cache=False)
+
+
+def test_cli_clear_builds(npz, capsys, cache_dir):
+    assert main(['tune', npz, '--n', '300']) == 0
+    assert os.listdir(cache_dir / 'c')
+    capsys.readouterr()
+    assert main(['tune', '--clear-builds']) == 0
+    assert 'cached builds' in capsys.readouterr().out
+    assert os.listdir(cache_dir / 'c') == []
+    assert os.listdir(cache_dir / 'tune')
