@@ -37,7 +37,9 @@ def main(argv=None):
                 print(f'gimmik {args.command}: warning: {message}',
                       file=sys.stderr)
             warnings.showwarning = show
-            return args.func(args) or 0
+            rc = args.func(args) or 0
+            sys.stdout.flush()   # a closed pipe shows here, not at exit
+            return rc
     except KeyboardInterrupt:
         print(f'gimmik {args.command}: interrupted', file=sys.stderr)
         return 130

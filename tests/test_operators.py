@@ -238,3 +238,13 @@ def test_env_override(tmp_path, monkeypatch):
     monkeypatch.setenv('GIMMIK_OPERATORS', str(tmp_path / 'mine.npz'))
     assert list(suite()) == ['a', 'b']
     assert load_operator('b')[1].shape == (2, 3)
+
+
+def test_npz_keys_that_make_one_name_refused(tmp_path):
+    """x/m0, x_m0 and 'x m0' all sanitise to x_m0: never merged."""
+    path = tmp_path / 'clash.npz'
+    np.savez(path, **{'x/m0': np.eye(2), 'x_m0': 2*np.eye(2),
+                      'y': np.eye(3)})
+    with pytest.raises(ValueError, match="'x/m0' and 'x_m0'|'x_m0' and "
+                       "'x/m0'"):
+        suite('*', path)

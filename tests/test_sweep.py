@@ -283,3 +283,88 @@ def test_max_nnz(tmp_path):
     assert {c['name'] for c in tune.calls} == skipped
     with pytest.raises(ValueError, match='max_nnz'):
         run(tmp_path, FakeTune(), max_nnz=0)
+
+
+# -- sweeps sharing DIR, interrupted writes, resuming ------------------------
+def table_ops(out):
+    with open(os.path.join(out, 'sweep.csv'), newline='') as f:
+        done = [r['operator'] for r in csv.DictReader(f)]
+    with open(os.path.join(out, 'candidates.csv'), newline='') as f:
+        cands = {r['operator'] for r in csv.DictReader(f)}
+    with open(os.path.join(out, 'sweep.json')) as f:
+        in_json = [r['operator'] for r in json.load(f)['rows']]
+    return done, cands, in_json
+
+
+_NODE = '''
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from test_sweep import FakeRuntime, FakeTune
+from gimmik.sweep import sweep
+out, ops = sys.argv[2], sys.argv[3]
+fake = FakeTune()
+
+def slow(A, **kw):
+    time.sleep(0.2)
+    return fake(A, **kw)
+sweep(out, ops=ops, n=1000, runtime=FakeRuntime(), tune=slow)
+'''
+
+
+def test_two_sweeps_into_one_out(tmp_path):
+    """Two nodes, one suite split between them, one --out."""
+    import subprocess
+    import sys
+    out = tmp_path / 'out'
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path)}
+    halves = ['p1-quad-*', 'p1-tri-*']
+    procs = [subprocess.Popen([sys.executable, '-c', _NODE,
+                               os.path.dirname(__file__), str(out), ops],
+                              env=env) for ops in halves]
+    assert [p.wait(300) for p in procs] == [0, 0]
+    want = set(suite(','.join(halves)))
+    done, cands, in_json = table_ops(out)
+    assert sorted(done) == sorted(want) and len(done) == len(want)
+    assert cands == want and sorted(in_json) == sorted(want)
+
+
+@pytest.mark.parametrize('target', ['candidates.csv', 'sweep.json',
+                                    'sweep.csv'])
+def test_stopped_between_table_writes_loses_no_rows(tmp_path, monkeypatch,
+                                                    target):
+    """A sweep killed while it puts its tables in place (here: at the
+    rename of `target` after the second operator) resumes with every
+    operator's rows in every table."""
+    real, seen = os.replace, []
+
+    def replace(src, dst):
+        if os.path.basename(dst) == target:
+            seen.append(dst)
+            if len(seen) == 2:
+                raise KeyboardInterrupt
+        return real(src, dst)
+    monkeypatch.setattr(os, 'replace', replace)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path, FakeTune())
+    monkeypatch.setattr(os, 'replace', real)
+    run(tmp_path, FakeTune())
+    done, cands, in_json = table_ops(tmp_path)
+    want = set(suite(OPS))
+    assert set(done) == want and cands == want and set(in_json) == want
+    assert not [f for f in os.listdir(tmp_path) if f.endswith('.part')]
+
+
+def test_resume_over_a_cached_result_of_another_n(tmp_path):
+    """The tuner may answer from a result of another n of the same n class
+    (cached): the table then holds that n, and the sweep still resumes."""
+    class OtherN(FakeTune):
+        def __call__(self, A, *, n, **kw):
+            return super().__call__(A, n=n + 152, **kw)
+    run(tmp_path, OtherN(), n=2048)
+    assert {r['n'] for r in read_rows(tmp_path / 'sweep.csv')} == {2200}
+    tune = FakeTune()
+    run(tmp_path, tune, n=2048)
+    assert tune.calls == []
+    with pytest.raises(ValueError, match='n 2200, not dtype float64 and n '
+                       '4096'):
+        run(tmp_path, FakeTune(), n=4096)

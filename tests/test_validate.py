@@ -113,3 +113,31 @@ def test_sizes_types():
     with pytest.raises(TypeError, match='n must be an integer'):
         check_sizes(10.0, 10, 10, None)
     assert check_sizes(np.int64(8), 8, 16, 4) == (8, 8, 16, 4)
+
+
+@pytest.mark.parametrize('dtype', [np.float64, np.float32])
+def test_numpy_spellings_of_a_dtype(dtype):
+    """What dtype.str and dtype.char return names the dtype too."""
+    dt = np.dtype(dtype)
+    for spelling in (dt.str, '=' + dt.str[1:], dt.char, dt.name,
+                     dt.str[1:]):
+        assert check_dtype(spelling) is dtype, spelling
+    assert check_dtype('float_') is np.float64
+
+
+@pytest.mark.parametrize('bad', ['>f8' if np.little_endian else '<f8', 'i4',
+                                 '<i8', 'e', 'F', 'g', 'U8', 'float16', '',
+                                 'f8 ', 'float_x'])
+def test_numpy_spellings_of_other_types_refused(bad):
+    with pytest.raises(TypeError, match='float32 or float64'):
+        check_dtype(bad)
+
+
+def test_product_range():
+    from gimmik.validate import check_product_range
+    ok = np.ones((2, 3))
+    check_product_range(ok, ok, np.float64)
+    with pytest.raises(ValueError, match='overflows float32'):
+        check_product_range(ok, np.full((2, 3), 1e39), np.float32)
+    with pytest.raises(ValueError, match='overflows float64'):
+        check_product_range(np.full((2, 3), np.inf), ok, np.float64)
