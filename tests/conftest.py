@@ -64,4 +64,5 @@ def confirmed_verdicts(monkeypatch):
     """Timings on a shared test machine are noise: every tuning verdict
     counts as confirmed (gimmik.tune.UNSTABLE_FACTOR infinite), except in
     tests of the confirmation, which set the factor back."""
-    monkeypatch.setattr('gimmik.tune.UNSTABLE_FACTOR', float('inf'))
+    monkeypatch.setattr('gimmik.tune.UNSTABLE_FACTOR', float('inf'),
+                        raising=False)
