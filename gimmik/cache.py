@@ -55,8 +55,8 @@ def cache_dir(kind):
 
 def warn_unwritable(error):
     """The one warning about a cache that cannot be written."""
-    warnings.warn(f'gimmik cache {base_dir()} cannot be written ({error}); '
-                  f'set GIMMIK_CACHE_DIR to a writable directory to keep '
+    warnings.warn(f'gimmik cache not written: {base_dir()} ({error}); set '
+                  f'GIMMIK_CACHE_DIR to a writable directory to keep '
                   f'results and builds between runs', RuntimeWarning,
                   stacklevel=3)
 

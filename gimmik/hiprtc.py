@@ -109,8 +109,18 @@ def find_rocm_library(name):
 def rocm_link_dir(lib):
     """A private directory whose lib/ links libhiprtc.so (and, for a ROCm 5
     library, libamdhip64.so) to `lib`; usable as ROCM_PATH."""
-    from gimmik.cache import base_dir
-    libdir = os.path.join(base_dir(), 'hiprtc-lib', 'lib')
+    from gimmik.cache import base_dir, warn_unwritable
+    try:
+        return _link_libraries(os.path.join(base_dir(), 'hiprtc-lib'), lib)
+    except OSError as e:    # an unwritable cache: a directory of this run
+        warn_unwritable(e)
+        import tempfile
+        return _link_libraries(tempfile.mkdtemp(prefix='gimmik-hiprtc-'),
+                               lib)
+
+
+def _link_libraries(root, lib):
+    libdir = os.path.join(root, 'lib')
     os.makedirs(libdir, exist_ok=True)
     links = ['libhiprtc.so']
     if os.path.basename(lib).startswith('libamdhip64.so'):
@@ -121,7 +131,7 @@ def rocm_link_dir(lib):
             tmp = f'{link}.{os.getpid()}.tmp'
             os.symlink(os.path.realpath(lib), tmp)
             os.replace(tmp, link)
-    return os.path.dirname(libdir)
+    return root
 
 
 @contextlib.contextmanager

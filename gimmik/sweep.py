@@ -271,8 +271,8 @@ def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
     """Tune every operator of a suite matching `ops`; returns the rows.
 
     Operators already in DIR/sweep.csv without an error are skipped (unless
-    `restart`); the existing table must be for the same dtype and n, and
-    rows of it that cannot be used (torn) are tuned again.  Operators with
+    `restart`); the existing table must be for the same dtype and n class,
+    and rows of it that cannot be used (torn) are tuned again.  Operators with
     more than `max_nnz` non-zeros get a 'skipped' row (None: no limit).
     `tune` defaults to gimmik.tune.tune; `runtime` to
     get_runtime(platform); `progress` is a SweepProgress.  `mib` instead

@@ -374,7 +374,7 @@ def _mfma_family():
     from gimmik.hip import CANDIDATES
     if 'mfma-dense' not in {row[0] for row in CANDIDATES}:
         pytest.skip('the mfma-dense family is not in the HIP table yet')
-    return pytest.importorskip('gimmik.fragments')
+    return pytest.importorskip('gimmik.fragments.mfma')
 
 
 def expected_mfma(tiling, msplit, ntiles):

@@ -396,7 +396,8 @@ def test_report_is_written_atomically(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         report_mod.report(tmp_path, plots=False)
     assert open(md).read() == before
-    assert sorted(os.listdir(tmp_path)) == ['candidates.csv', 'report.md', 'sweep.csv',
+    assert sorted(f for f in os.listdir(tmp_path)    # .sweep.lock aside
+                  if not f.startswith('.')) == ['candidates.csv', 'report.md', 'sweep.csv',
                                              'sweep.json', 'tune']
 
 
