@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import warnings
 
 import numpy as np
@@ -53,15 +54,16 @@ def cache_dir(kind):
     return path
 
 
-def warn_unwritable(error):
-    """The one warning about a cache that cannot be written."""
-    warnings.warn(f'gimmik cache not written: {base_dir()} ({error}); set '
-                  f'GIMMIK_CACHE_DIR to a writable directory to keep '
-                  f'results and builds between runs', RuntimeWarning,
-                  stacklevel=3)
+def warn_unwritable(error, what='nothing is kept between runs'):
+    """The warning about a cache that cannot be written, naming it, why,
+    what follows, and the variable that moves it."""
+    warnings.warn(f'gimmik cache not written: {base_dir()} ({error}); '
+                  f'{what}: set GIMMIK_CACHE_DIR to a writable directory',
+                  RuntimeWarning, stacklevel=3)
 
 
 _scratch = {}   # kind -> this process's stand-in for an unwritable cache
+_scratch_lock = threading.Lock()
 
 
 def build_dir(kind):
@@ -74,12 +76,14 @@ def build_dir(kind):
             return path
         raise PermissionError(f'{path} is not writable')
     except OSError as e:
-        if kind not in _scratch:
-            warn_unwritable(e)
-            tmp = tempfile.mkdtemp(prefix=f'gimmik-{kind}-')
-            atexit.register(shutil.rmtree, tmp, True)
-            _scratch[kind] = tmp
-        return _scratch[kind]
+        with _scratch_lock:     # builds run in threads: warn once
+            if kind not in _scratch:
+                warn_unwritable(e, 'builds go to a temporary directory '
+                                'for this run')
+                tmp = tempfile.mkdtemp(prefix=f'gimmik-{kind}-')
+                atexit.register(shutil.rmtree, tmp, True)
+                _scratch[kind] = tmp
+            return _scratch[kind]
 
 
 def find_build(kind, key, ext='.so'):
@@ -190,7 +194,7 @@ def store_json(kind, key, obj):
                 f.flush()
                 os.fsync(f.fileno())
     except OSError as e:
-        warn_unwritable(e)
+        warn_unwritable(e, 'the result is not kept for the next run')
         return False
     return True
 

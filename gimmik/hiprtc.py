@@ -113,7 +113,7 @@ def rocm_link_dir(lib):
     try:
         return _link_libraries(os.path.join(base_dir(), 'hiprtc-lib'), lib)
     except OSError as e:    # an unwritable cache: a directory of this run
-        warn_unwritable(e)
+        warn_unwritable(e, 'hiprtc is linked in a temporary directory')
         import tempfile
         return _link_libraries(tempfile.mkdtemp(prefix='gimmik-hiprtc-'),
                                lib)
