@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import pytest
 
-import gimmik
+import gimmik.operators  # also binds gimmik
 from gimmik.cli import main
 from gimmik.runtime import moved_bytes
 from gimmik.runtime.c import Runtime as CRuntime
