@@ -563,8 +563,10 @@ def test_overflowing_product_is_named(rng, dtype, big):
         tune(A, n=200, dtype=dtype, platform='c', use_cache=False)
 
 
-def test_cli_clear_builds(npz, capsys, cache_dir):
-    assert main(['tune', npz, '--n', '300']) == 0
+def test_cli_clear_builds(npz, capsys, cache_dir, monkeypatch):
+    from gimmik.runtime import c as runtime_c
+    monkeypatch.setattr(runtime_c, '_loaded', {})   # no library in memory
+    assert main(['tune', npz, '--n', '300', '--platform', 'c']) == 0
     assert os.listdir(cache_dir / 'c')
     capsys.readouterr()
     assert main(['tune', '--clear-builds']) == 0
