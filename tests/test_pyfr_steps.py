@@ -1,19 +1,13 @@
 """The walk log of bench/pyfr_steps.py (CPU only, a stand-in for PyFR's
 CUDA provider module driving this package's CUDAMatMul)."""
 
-import os
-import sys
 import types
 
 import numpy as np
 
+from bench import pyfr_steps
 from conftest import random_operator
 from gimmik.cuda import CUDAMatMul
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'bench'))
-
-import pyfr_steps  # noqa: E402
 
 
 class _Mat:

@@ -1,5 +1,6 @@
-"""The PyFR provider replay of bench/pyfr_walk.py (CPU only, fake timers)
-and the loader that puts upstream GiMMiK beside this package."""
+"""The PyFR provider replay of bench/walk_replay.py (CPU only, fake
+timers), the render step of bench/walk_timing.py and the loader that puts
+upstream GiMMiK beside this package (bench/upstream.py)."""
 
 import os
 import sys
@@ -8,14 +9,13 @@ import textwrap
 import numpy as np
 import pytest
 
+from bench import upstream as upl
+from bench import walk_replay as pw
+from bench.walk_timing import _render_compile, src_key
 from gimmik.base import Candidate, MatMul, PRUNE_FACTOR
 from gimmik.cuda import CUDAMatMul
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'bench'))
-
-import pyfr_walk as pw  # noqa: E402
-import upstream as upl  # noqa: E402
 
 
 class Table(MatMul):
@@ -149,13 +149,13 @@ def test_served_render_walks_like_the_real_one():
     n = pw.pyfr_panel(20480, 4)[1]
     mm = CUDAMatMul(A, aligne=pw.pyfr_aligne(), n=n, ldb=n, ldc=n)
     cands = mm.candidates(np.float64, compute_capability=(9, 0))
-    results = [pw._render_compile(
+    results = [_render_compile(
         lambda c=c: mm.render(c, np.float64, 'k'), (9, 0))
         for c in cands[:3]]
     extra = []
 
     def compile_extra(render):
-        r = pw._render_compile(render, (9, 0))
+        r = _render_compile(render, (9, 0))
         extra.append(r)
         return r
     served = pw.Served(results, compile_extra)
@@ -164,7 +164,7 @@ def test_served_render_walks_like_the_real_one():
     got = list(mm2.kernels(np.float64, kname='k', compute_capability=(9, 0)))
     want = list(mm.kernels(np.float64, kname='k', compute_capability=(9, 0)))
     assert [m for _, m in got] == [m for _, m in want]
-    assert [s for s, _ in got] == [pw.src_key(s) for s, _ in want]
+    assert [s for s, _ in got] == [src_key(s) for s, _ in want]
     assert len(extra) == len(cands) - 3
 
 
