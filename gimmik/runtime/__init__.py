@@ -26,6 +26,22 @@ class RuntimeUnavailable(RuntimeError):
     """The platform cannot run here; the message says what is missing."""
 
 
+class MissingExtra(RuntimeUnavailable, ImportError):
+    """A package that only an optional extra of gimmik installs is missing.
+
+    `package` is the distribution, `extra` the extra that brings it (``pip
+    install 'gimmik[EXTRA]'``); the message names both and what needs it.
+    Caught as RuntimeUnavailable (the platform cannot run) or ImportError.
+    """
+
+    def __init__(self, package, extra, needed_by, reason=''):
+        self.package, self.extra = package, extra
+        why = f' ({reason})' if reason else ''
+        super().__init__(f'{needed_by} needs {package}, which is not '
+                         f'installed{why}; install it with '
+                         f"pip install 'gimmik[{extra}]'")
+
+
 def moved_bytes(info, beta, n, itemsize):
     """Bytes a C = A*B + beta*C kernel must move at the least: the used rows
     of B read once, C written once and, when beta != 0, read once."""
@@ -214,5 +230,6 @@ def get_runtime(platform='auto', **options):
     return mod.Runtime(**options)
 
 
-__all__ = ['Runtime', 'RuntimeUnavailable', 'get_runtime', 'moved_bytes',
-           'pick_vendor', 'failed_launch', 'PLATFORMS', 'AUTO_ORDER']
+__all__ = ['MissingExtra', 'Runtime', 'RuntimeUnavailable', 'get_runtime',
+           'moved_bytes', 'pick_vendor', 'failed_launch', 'PLATFORMS',
+           'AUTO_ORDER']
