@@ -1,0 +1,273 @@
+"""What PyFR 3.1's CUDA backend compiles at start-up with an empty kernel
+cache, for this package and upstream GiMMiK 4.0, measured without a GPU.
+
+For each operator an Euler case uses (M0, M132, M3 of an element type and
+order; beta = 1 for M3) the script builds the generator as PyFR does
+(`CUDAMatMul(A, beta=, aligne=16, n=, ldb=n, ldc=n)`, `kernels(float64,
+kname, compute_capability=(9, 0))`), takes the first `gimmik-nkerns` = 8
+candidates (no feedback: an upper bound on what a walk compiles, since
+feedback only prunes) and compiles each with NVRTC exactly as PyFR does
+(`extern "C" { src }`, `--gpu-architecture=sm_90 --ftz=true --fmad=true`).
+PyFR's cache is keyed on the source, so a source equal to an earlier one
+of the same walk costs nothing and is counted once.
+
+Operators PyFR's dense filter sends to cuBLAS (more than 28 distinct
+|values| and more than 15 % non-zeros) are listed with `sends=False`: they
+cost nothing as shipped and everything with the filter off (`-relax`).
+
+NVRTC's CPU seconds (the process's, one compile at a time in it, so other
+load on the machine does not count) are the start-up cost PyFR pays for
+each candidate on the host; the library comes from --nvrtc or
+$GIMMIK_NVRTC_LIB (e.g. the nvidia-cuda-nvrtc wheel's libnvrtc.so.*, its
+folder on LD_LIBRARY_PATH for libnvrtc-builtins).
+
+    PYTHONPATH=. python3 bench/pyfr_startup.py \\
+        --up .whl/pyfr/gimmik-4.0-py3-none-any.whl \\
+        --nvrtc PATH/libnvrtc.so.13 --out startup.csv
+    PYTHONPATH=. python3 bench/pyfr_startup.py --summary startup.csv
+"""
+
+import argparse
+import concurrent.futures as cf
+import csv
+import ctypes
+import hashlib
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+from pyfr_walk import (PYFR_FLAGS, PYFR_NKERNS, kname_of,  # noqa: E402
+                       nvars_of, pyfr_aligne, pyfr_panel, pyfr_sends)
+
+# The operators of an Euler case, with PyFR's beta for each
+EULER_MATS = (('m0', 0.0), ('m132', 0.0), ('m3', 1.0))
+
+# Elements of the pyfr-client's box cases (ETYPE:N -> N^3 cubes split)
+CASE_ELEMENTS = {'hex': 28**3, 'pri': 2*22**3, 'tet': 6*18**3,
+                 'pyr': 6*16**3}
+
+ARCH = (9, 0)
+NVRTC_ENV = 'GIMMIK_NVRTC_LIB'
+
+FIELDS = ['pkg', 'op', 'etype', 'order', 'mat', 'm', 'k', 'nnz', 'beta',
+          'n', 'sends', 'rank', 'variant', 'gen_s', 'src_bytes', 'src_sha',
+          'dup_of', 'cpu_s', 'wall_s', 'cubin_bytes', 'error']
+
+
+# -- pure parts --------------------------------------------------------------
+def startup_operators(ops, orders, etypes):
+    """[(name, A, beta, n, sends)] of the Euler operators of each (order,
+    element type), n the pyfr-client case's panel width."""
+    out = []
+    for p in orders:
+        for e in etypes:
+            _, n = pyfr_panel(nvars_of(e)*CASE_ELEMENTS[e], nvars_of(e))
+            for mat, beta in EULER_MATS:
+                name = f'p{p}-{e}-{mat}'
+                A = np.asarray(ops[name], dtype=np.float64)
+                out.append((name, A, beta, n, pyfr_sends(A)))
+    return out
+
+
+def mark_duplicates(cands):
+    """For each candidate dict (with 'src_sha', in offer order) set
+    'dup_of' to the rank of the first equal source of the walk, or ''."""
+    first = {}
+    for c in cands:
+        c['dup_of'] = first.get(c['src_sha'], '')
+        first.setdefault(c['src_sha'], c['rank'])
+    return cands
+
+
+def summarise(rows):
+    """{(etype, order, pkg, 'shipped'|'relaxed'): dict(cpu_s, ncomp, src_kb,
+    gen_s)}: NVRTC seconds, compiles and source KiB of the distinct sources
+    compiled, and the seconds generating every candidate; 'shipped' counts
+    the operators PyFR sends with its filter on, 'relaxed' all of them."""
+    out = {}
+    for r in rows:
+        if r['error']:
+            continue
+        modes = ('shipped', 'relaxed') if r['sends'] in (True, 'True') \
+            else ('relaxed',)
+        for mode in modes:
+            key = (r['etype'], int(r['order']), r['pkg'], mode)
+            s = out.setdefault(key, dict.fromkeys(
+                ('cpu_s', 'ncomp', 'src_kb', 'gen_s'), 0))
+            s['gen_s'] += float(r['gen_s'])
+            if r['dup_of'] == '':
+                s['cpu_s'] += float(r['cpu_s'])
+                s['ncomp'] += 1
+                s['src_kb'] += int(r['src_bytes'])/1024
+    return out
+
+
+# -- NVRTC -------------------------------------------------------------------
+class NVRTC:
+    """libnvrtc through ctypes, as PyFR calls it."""
+
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        self.lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+
+    def _check(self, err, what):
+        if err:
+            raise RuntimeError(f'{what}: '
+                               f'{self.lib.nvrtcGetErrorString(err)}')
+
+    def compile(self, src, flags):
+        """(cubin bytes, CPU seconds of the process, wall seconds)."""
+        lib, prog = self.lib, ctypes.c_void_p()
+        self._check(lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(),
+                                           b'kernel.cu', 0, None, None),
+                    'nvrtcCreateProgram')
+        try:
+            opts = (ctypes.c_char_p*len(flags))(*(f.encode() for f in flags))
+            c0, w0 = time.process_time(), time.perf_counter()
+            err = lib.nvrtcCompileProgram(prog, len(flags), opts)
+            cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+            if err:
+                size = ctypes.c_size_t()
+                lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+                log = ctypes.create_string_buffer(size.value)
+                lib.nvrtcGetProgramLog(prog, log)
+                raise RuntimeError(log.value.decode()[-1500:])
+            size = ctypes.c_size_t()
+            self._check(lib.nvrtcGetCUBINSize(prog, ctypes.byref(size)),
+                        'nvrtcGetCUBINSize')
+            return size.value, cpu, wall
+        finally:
+            lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+_nvrtc = {}
+
+
+def _compile(lib, src):
+    if lib not in _nvrtc:
+        _nvrtc[lib] = NVRTC(lib)
+    flags = [f'--gpu-architecture=sm_{ARCH[0]}{ARCH[1]}', *PYFR_FLAGS]
+    try:
+        size, cpu, wall = _nvrtc[lib].compile(f'extern "C"\n{{\n{src}\n}}',
+                                              flags)
+        return {'cubin_bytes': size, 'cpu_s': f'{cpu:.3f}',
+                'wall_s': f'{wall:.3f}', 'error': ''}
+    except RuntimeError as e:
+        return {'cubin_bytes': '', 'cpu_s': '', 'wall_s': '',
+                'error': str(e).replace('\n', ' ')[:300]}
+
+
+def first_candidates(mm, A, nkerns=PYFR_NKERNS):
+    """The first nkerns (src, meta, CPU seconds to generate it) a PyFR walk
+    is offered, no feedback."""
+    gen = mm.kernels(np.float64, kname=kname_of(A), compute_capability=ARCH)
+    out, c0 = [], time.process_time()
+    for src, meta in gen:
+        c1 = time.process_time()
+        out.append((src, meta, c1 - c0))
+        if len(out) == nkerns:
+            gen.close()
+            break
+        c0 = time.process_time()
+    return out
+
+
+def walk_rows(pkg, up_path, lib, name, A, beta, n, sends):
+    """One operator's first candidates for `pkg` ('ours' or 'up'),
+    compiled; a list of CSV rows."""
+    if pkg == 'ours':
+        from gimmik.cuda import CUDAMatMul
+    else:
+        from upstream import load_upstream
+        CUDAMatMul = load_upstream(up_path).CUDAMatMul
+    mm = CUDAMatMul(A, beta=beta, aligne=pyfr_aligne(), n=n, ldb=n, ldc=n)
+    p, etype, mat = name.split('-')
+    rows = []
+    for rank, (src, meta, gen_s) in enumerate(first_candidates(mm, A)):
+        rows.append({
+            'pkg': pkg, 'op': name, 'etype': etype, 'order': p[1:],
+            'mat': mat, 'm': A.shape[0], 'k': A.shape[1],
+            'nnz': int(np.count_nonzero(A)), 'beta': beta, 'n': n,
+            'sends': sends, 'rank': rank,
+            'variant': meta.get('variant', meta.get('tplname', '')),
+            'src_bytes': len(src.encode()),
+            'src_sha': hashlib.sha1(src.encode()).hexdigest()[:12],
+            'gen_s': f'{gen_s:.3f}', '_src': src})
+    mark_duplicates(rows)
+    for r in rows:
+        src = r.pop('_src')
+        r.update(_compile(lib, src) if r['dup_of'] == '' else
+                 {'cubin_bytes': '', 'cpu_s': '0', 'wall_s': '0',
+                  'error': ''})
+    return rows
+
+
+def print_summary(rows):
+    s = summarise(rows)
+    zero = dict.fromkeys(('cpu_s', 'ncomp', 'src_kb', 'gen_s'), 0)
+    print('etype order mode     | ours: NVRTC s, compiles, src KiB, gen s '
+          '| up: NVRTC s, compiles, src KiB, gen s | ours - up s')
+    for e, o, mode in sorted({(e, o, mode) for e, o, _, mode in s}):
+        line, tot = f'{e:5} p{o}    {mode:8}', []
+        for pkg in ('ours', 'up'):
+            a = s.get((e, o, pkg, mode), zero)
+            line += (f' | {a["cpu_s"]:7.2f} {a["ncomp"]:3d} '
+                     f'{a["src_kb"]:7.1f} {a["gen_s"]:6.2f}')
+            tot.append(a['cpu_s'] + a['gen_s'])
+        print(f'{line} | {tot[0] - tot[1]:+7.2f}')
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--ops', default=os.path.join(HERE, 'operators',
+                                                  'pyfr-ops.npz'))
+    ap.add_argument('--orders', type=int, nargs='+', default=[3, 4])
+    ap.add_argument('--etypes', nargs='+',
+                    default=['hex', 'pri', 'tet', 'pyr'])
+    ap.add_argument('--pkgs', nargs='+', default=['ours', 'up'])
+    ap.add_argument('--up', help='upstream GiMMiK 4.0 wheel or folder')
+    ap.add_argument('--nvrtc', default=os.environ.get(NVRTC_ENV))
+    ap.add_argument('--jobs', type=int, default=2)
+    ap.add_argument('--out', help='CSV of every candidate')
+    ap.add_argument('--summary', help='print the summary of a CSV')
+    args = ap.parse_args(argv)
+
+    if args.summary:
+        with open(args.summary) as f:
+            print_summary(list(csv.DictReader(f)))
+        return 0
+    if not args.nvrtc or not args.out:
+        ap.error('--nvrtc (or $GIMMIK_NVRTC_LIB) and --out are needed')
+    if 'up' in args.pkgs and not args.up:
+        ap.error('--up names upstream GiMMiK 4.0 (wheel or folder)')
+    ops = np.load(args.ops)
+    todo = [(pkg, op) for op in startup_operators(ops, args.orders,
+                                                  args.etypes)
+            for pkg in args.pkgs]
+    rows = []
+    with cf.ProcessPoolExecutor(args.jobs) as pool:
+        futs = {pool.submit(walk_rows, pkg, args.up, args.nvrtc, *op):
+                (pkg, op[0]) for pkg, op in todo}
+        pkg_op = futs.get
+        for fut in futs:
+            got = fut.result()
+            rows += got
+            print(pkg_op(fut), len(got), 'candidates',
+                  f'{sum(float(r["cpu_s"] or 0) for r in got):.2f} s',
+                  flush=True)
+    with open(args.out, 'w', newline='') as f:
+        w = csv.DictWriter(f, FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+    print_summary(rows)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""bench/pyfr_startup.py's pure parts: which operators an Euler case hands
+the generator, duplicate sources counted once, and the per-case sums."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), 'bench')
+sys.path.insert(0, BENCH)
+
+import pyfr_startup as ps  # noqa: E402
+
+
+def test_startup_operators_follow_pyfrs_filter():
+    ops = np.load(os.path.join(BENCH, 'operators', 'pyfr-ops.npz'))
+    got = {name: (beta, n, sends) for name, A, beta, n, sends in
+           ps.startup_operators(ops, [4], ['hex', 'tet'])}
+    assert set(got) == {f'p4-{e}-{m}' for e in ('hex', 'tet')
+                        for m in ('m0', 'm132', 'm3')}
+    # M3 accumulates (beta = 1); the others overwrite
+    assert [got[f'p4-hex-{m}'][0] for m in ('m0', 'm132', 'm3')] == \
+        [0.0, 0.0, 1.0]
+    # sparse hex operators go to the generator, dense tets to cuBLAS
+    assert all(got[f'p4-hex-{m}'][2] for m in ('m0', 'm132', 'm3'))
+    assert not any(got[f'p4-tet-{m}'][2] for m in ('m0', 'm132', 'm3'))
+    # n: 5 Euler variables times the case's elements padded to 32
+    assert got['p4-hex-m0'][1] == 5*ps.CASE_ELEMENTS['hex']
+    assert got['p4-tet-m0'][1] % 32 == 0
+    assert got['p4-tet-m0'][1] >= 5*ps.CASE_ELEMENTS['tet']
+
+
+def test_mark_duplicates():
+    cands = [{'rank': i, 'src_sha': s} for i, s in enumerate('abab')]
+    ps.mark_duplicates(cands)
+    assert [c['dup_of'] for c in cands] == ['', '', 0, 1]
+
+
+def row(pkg, sends, cpu, gen, dup='', etype='tet', err=''):
+    return {'pkg': pkg, 'etype': etype, 'order': '3', 'sends': sends,
+            'cpu_s': cpu, 'gen_s': gen, 'dup_of': dup, 'src_bytes': 2048,
+            'error': err}
+
+
+def test_summarise_counts_distinct_compiles_and_modes():
+    rows = [row('ours', 'True', '1.0', '0.1'),
+            row('ours', 'True', '0', '0.1', dup=0),
+            row('ours', 'False', '2.0', '0.2'),
+            row('ours', 'False', '', '0.3', err='nvrtc failed'),
+            row('up', 'True', '0.5', '0.05')]
+    s = ps.summarise(rows)
+    shipped, relaxed = s[('tet', 3, 'ours', 'shipped')], \
+        s[('tet', 3, 'ours', 'relaxed')]
+    assert shipped['ncomp'] == 1 and shipped['cpu_s'] == pytest.approx(1.0)
+    assert shipped['gen_s'] == pytest.approx(0.2)
+    assert relaxed['ncomp'] == 2 and relaxed['cpu_s'] == pytest.approx(3.0)
+    assert relaxed['src_kb'] == pytest.approx(4.0)
+    assert s[('tet', 3, 'up', 'shipped')]['cpu_s'] == pytest.approx(0.5)
