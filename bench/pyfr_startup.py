@@ -55,7 +55,23 @@ CASE_ELEMENTS = {'hex': 28**3, 'pri': 2*22**3, 'tet': 6*18**3,
 ARCH = (9, 0)
 NVRTC_ENV = 'GIMMIK_NVRTC_LIB'
 
-FIELDS = ['pkg', 'op', 'etype', 'order', 'mat', 'm', 'k', 'nnz', 'beta',
+# Proposed cuts of what a PyFR walk is offered, emulated on this package's
+# ranked candidates (gimmik/cuda.py's table and gimmik/order.py untouched).
+# Each gate reads properties of A only; 'big' is the set of operators the
+# generator already offers fewer candidates with n baked (nnz >= 512).
+DENSE = 0.5                # the tensor-core regime's density
+CUTS = {
+    # what kernels() offers today
+    'as-is': {},
+    # no width-2 unrolled variants (twice the unrolled body: about twice
+    # the source and 2-3x the NVRTC time of the width-1 twin)
+    'no-width2': {'drop_width2': 'big'},
+    # dense operators offered their first 3
+    'dense3': {'limit': ('big-dense', 3)},
+    'no-width2+dense3': {'drop_width2': 'big', 'limit': ('big-dense', 3)},
+}
+
+FIELDS = ['pkg', 'cut', 'op', 'etype', 'order', 'mat', 'm', 'k', 'nnz', 'beta',
           'n', 'sends', 'rank', 'variant', 'gen_s', 'src_bytes', 'src_sha',
           'dup_of', 'cpu_s', 'wall_s', 'cubin_bytes', 'error']
 
@@ -75,6 +91,28 @@ def startup_operators(ops, orders, etypes):
     return out
 
 
+def cut_gates(mm):
+    """The named operator classes a cut may apply to."""
+    big = mm.baked_n and mm.info.nnz >= 512
+    return {'big': big, 'big-dense': big and mm.info.density >= DENSE}
+
+
+def offered(mm, cut, nkerns=PYFR_NKERNS):
+    """The candidates (gimmik.base.Candidate) a PyFR walk over this
+    package's CUDAMatMul is offered under `cut` (a key of CUTS), no
+    feedback: the ranked candidates, filtered, then the first ones up to
+    the generator's offer limit, the cut's and PyFR's."""
+    rule, gates = CUTS[cut], cut_gates(mm)
+    cands = mm.candidates(np.float64, compute_capability=ARCH)
+    if gates.get(rule.get('drop_width2')):
+        cands = [c for c in cands if c.params.get('width', 1) != 2]
+    limit = min(mm.offer_limit() or nkerns, nkerns)
+    gate, most = rule.get('limit', (None, None))
+    if gates.get(gate):
+        limit = min(limit, most)
+    return cands[:limit]
+
+
 def mark_duplicates(cands):
     """For each candidate dict (with 'src_sha', in offer order) set
     'dup_of' to the rank of the first equal source of the walk, or ''."""
@@ -83,6 +121,13 @@ def mark_duplicates(cands):
         c['dup_of'] = first.get(c['src_sha'], '')
         first.setdefault(c['src_sha'], c['rank'])
     return cands
+
+
+def label(row):
+    """'up', or 'ours' with the cut emulated ('ours' for as-is)."""
+    cut = row.get('cut') or 'as-is'
+    return row['pkg'] if row['pkg'] != 'ours' or cut == 'as-is' \
+        else f'ours:{cut}'
 
 
 def summarise(rows):
@@ -97,7 +142,7 @@ def summarise(rows):
         modes = ('shipped', 'relaxed') if r['sends'] in (True, 'True') \
             else ('relaxed',)
         for mode in modes:
-            key = (r['etype'], int(r['order']), r['pkg'], mode)
+            key = (r['etype'], int(r['order']), label(r), mode)
             s = out.setdefault(key, dict.fromkeys(
                 ('cpu_s', 'ncomp', 'src_kb', 'gen_s'), 0))
             s['gen_s'] += float(r['gen_s'])
@@ -178,9 +223,20 @@ def first_candidates(mm, A, nkerns=PYFR_NKERNS):
     return out
 
 
-def walk_rows(pkg, up_path, lib, name, A, beta, n, sends):
-    """One operator's first candidates for `pkg` ('ours' or 'up'),
-    compiled; a list of CSV rows."""
+def ours_candidates(mm, A, cut):
+    """(src, meta, CPU seconds) of what a walk is offered under `cut`."""
+    out, c0 = [], time.process_time()
+    for cand in offered(mm, cut):
+        src, meta = mm.render(cand, np.float64, kname_of(A))
+        c1 = time.process_time()
+        out.append((src, meta, c1 - c0))
+        c0 = c1
+    return out
+
+
+def walk_rows(pkg, cut, up_path, lib, name, A, beta, n, sends):
+    """One operator's first candidates for `pkg` ('ours', under `cut`, or
+    'up'), compiled; a list of CSV rows."""
     if pkg == 'ours':
         from gimmik.cuda import CUDAMatMul
     else:
@@ -188,11 +244,14 @@ def walk_rows(pkg, up_path, lib, name, A, beta, n, sends):
         CUDAMatMul = load_upstream(up_path).CUDAMatMul
     mm = CUDAMatMul(A, beta=beta, aligne=pyfr_aligne(), n=n, ldb=n, ldc=n)
     p, etype, mat = name.split('-')
+    cands = (ours_candidates(mm, A, cut) if pkg == 'ours' else
+             first_candidates(mm, A))
     rows = []
-    for rank, (src, meta, gen_s) in enumerate(first_candidates(mm, A)):
+    for rank, (src, meta, gen_s) in enumerate(cands):
         rows.append({
-            'pkg': pkg, 'op': name, 'etype': etype, 'order': p[1:],
-            'mat': mat, 'm': A.shape[0], 'k': A.shape[1],
+            'pkg': pkg, 'cut': cut if pkg == 'ours' else '', 'op': name,
+            'etype': etype, 'order': p[1:], 'mat': mat, 'm': A.shape[0],
+            'k': A.shape[1],
             'nnz': int(np.count_nonzero(A)), 'beta': beta, 'n': n,
             'sends': sends, 'rank': rank,
             'variant': meta.get('variant', meta.get('tplname', '')),
@@ -209,18 +268,25 @@ def walk_rows(pkg, up_path, lib, name, A, beta, n, sends):
 
 
 def print_summary(rows):
+    """NVRTC CPU seconds + generation seconds of each (case, mode), every
+    label (ours under each cut, up) beside upstream's."""
     s = summarise(rows)
-    zero = dict.fromkeys(('cpu_s', 'ncomp', 'src_kb', 'gen_s'), 0)
-    print('etype order mode     | ours: NVRTC s, compiles, src KiB, gen s '
-          '| up: NVRTC s, compiles, src KiB, gen s | ours - up s')
+    labels = sorted({lab for _, _, lab, _ in s},
+                    key=lambda x: (x == 'up', x))
+    print('case / mode, then per label: NVRTC s + generation s (compiles, '
+          'source KiB); last: ours as-is minus up')
     for e, o, mode in sorted({(e, o, mode) for e, o, _, mode in s}):
-        line, tot = f'{e:5} p{o}    {mode:8}', []
-        for pkg in ('ours', 'up'):
-            a = s.get((e, o, pkg, mode), zero)
-            line += (f' | {a["cpu_s"]:7.2f} {a["ncomp"]:3d} '
-                     f'{a["src_kb"]:7.1f} {a["gen_s"]:6.2f}')
-            tot.append(a['cpu_s'] + a['gen_s'])
-        print(f'{line} | {tot[0] - tot[1]:+7.2f}')
+        line, tot = f'{e:4} p{o} {mode:8}', {}
+        for lab in labels:
+            a = s.get((e, o, lab, mode))
+            if a is None:
+                continue
+            tot[lab] = a['cpu_s'] + a['gen_s']
+            line += (f' | {lab} {tot[lab]:5.2f} ({a["ncomp"]}, '
+                     f'{a["src_kb"]:.0f})')
+        if 'ours' in tot:
+            line += f' | {tot["ours"] - tot.get("up", 0):+.2f}'
+        print(line)
 
 
 def main(argv=None):
@@ -231,6 +297,9 @@ def main(argv=None):
     ap.add_argument('--etypes', nargs='+',
                     default=['hex', 'pri', 'tet', 'pyr'])
     ap.add_argument('--pkgs', nargs='+', default=['ours', 'up'])
+    ap.add_argument('--cuts', nargs='+', default=['as-is'],
+                    choices=sorted(CUTS),
+                    help="cuts emulated on ours' candidates")
     ap.add_argument('--up', help='upstream GiMMiK 4.0 wheel or folder')
     ap.add_argument('--nvrtc', default=os.environ.get(NVRTC_ENV))
     ap.add_argument('--jobs', type=int, default=2)
@@ -247,13 +316,14 @@ def main(argv=None):
     if 'up' in args.pkgs and not args.up:
         ap.error('--up names upstream GiMMiK 4.0 (wheel or folder)')
     ops = np.load(args.ops)
-    todo = [(pkg, op) for op in startup_operators(ops, args.orders,
-                                                  args.etypes)
-            for pkg in args.pkgs]
+    todo = [(pkg, cut, op) for op in startup_operators(ops, args.orders,
+                                                       args.etypes)
+            for pkg in args.pkgs
+            for cut in (args.cuts if pkg == 'ours' else [''])]
     rows = []
     with cf.ProcessPoolExecutor(args.jobs) as pool:
-        futs = {pool.submit(walk_rows, pkg, args.up, args.nvrtc, *op):
-                (pkg, op[0]) for pkg, op in todo}
+        futs = {pool.submit(walk_rows, pkg, cut, args.up, args.nvrtc, *op):
+                (pkg, cut, op[0]) for pkg, cut, op in todo}
         pkg_op = futs.get
         for fut in futs:
             got = fut.result()

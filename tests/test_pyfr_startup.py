@@ -58,3 +58,37 @@ def test_summarise_counts_distinct_compiles_and_modes():
     assert relaxed['ncomp'] == 2 and relaxed['cpu_s'] == pytest.approx(3.0)
     assert relaxed['src_kb'] == pytest.approx(4.0)
     assert s[('tet', 3, 'up', 'shipped')]['cpu_s'] == pytest.approx(0.5)
+
+
+def pyfr_mm(name, beta=0.0):
+    from gimmik.cuda import CUDAMatMul
+    A = np.load(os.path.join(BENCH, 'operators', 'pyfr-ops.npz'))[name]
+    n = 5*ps.CASE_ELEMENTS[name.split('-')[1]]
+    return CUDAMatMul(A, beta=beta, aligne=16, n=n, ldb=n, ldc=n)
+
+
+@pytest.mark.parametrize('name', ['p3-hex-m0', 'p4-hex-m132', 'p4-tet-m3'])
+def test_as_is_is_what_kernels_offers(name):
+    mm = pyfr_mm(name)
+    got = [c.variant for c in ps.offered(mm, 'as-is')]
+    gen = mm.kernels(np.float64, compute_capability=ps.ARCH)
+    want = [meta['variant'] for _, meta in gen][:ps.PYFR_NKERNS]
+    assert got == want
+
+
+def test_cuts_apply_to_their_gates_only():
+    small = pyfr_mm('p3-hex-m0')                  # 384 non-zeros
+    assert not ps.cut_gates(small)['big']
+    assert [c.variant for c in ps.offered(small, 'no-width2+dense3')] == \
+        [c.variant for c in ps.offered(small, 'as-is')]
+    big = pyfr_mm('p4-hex-m132')                  # sparse, 1800 non-zeros
+    assert ps.cut_gates(big) == {'big': True, 'big-dense': False}
+    as_is = ps.offered(big, 'as-is')
+    cut = ps.offered(big, 'no-width2')
+    assert any(c.params.get('width') == 2 for c in as_is)
+    assert not any(c.params.get('width') == 2 for c in cut)
+    assert len(cut) == len(as_is)                 # the next ones move up
+    assert ps.offered(big, 'dense3') == as_is
+    dense = pyfr_mm('p4-tet-m3', 1.0)
+    assert ps.cut_gates(dense)['big-dense']
+    assert ps.offered(dense, 'dense3') == ps.offered(dense, 'as-is')[:3]
