@@ -69,7 +69,12 @@ CUTS = {
     # dense operators offered their first 3
     'dense3': {'limit': ('big-dense', 3)},
     'no-width2+dense3': {'drop_width2': 'big', 'limit': ('big-dense', 3)},
+    'no-width2+dense2': {'drop_width2': 'big', 'limit': ('big-dense', 2)},
+    # dense operators offered their first 2 tensor-core GEMM tiles only
+    # (where the table offers that family), no unrolled streaming kernels
+    'dense-mma2': {'mma_only': 'big-dense', 'limit': ('big-dense', 2)},
 }
+MMA_FAMILY = 'mma-gemm'
 
 FIELDS = ['pkg', 'cut', 'op', 'etype', 'order', 'mat', 'm', 'k', 'nnz', 'beta',
           'n', 'sends', 'rank', 'variant', 'gen_s', 'src_bytes', 'src_sha',
@@ -106,6 +111,9 @@ def offered(mm, cut, nkerns=PYFR_NKERNS):
     cands = mm.candidates(np.float64, compute_capability=ARCH)
     if gates.get(rule.get('drop_width2')):
         cands = [c for c in cands if c.params.get('width', 1) != 2]
+    mma = [c for c in cands if c.family == MMA_FAMILY]
+    if gates.get(rule.get('mma_only')) and mma:
+        cands = mma
     limit = min(mm.offer_limit() or nkerns, nkerns)
     gate, most = rule.get('limit', (None, None))
     if gates.get(gate):

@@ -92,3 +92,14 @@ def test_cuts_apply_to_their_gates_only():
     dense = pyfr_mm('p4-tet-m3', 1.0)
     assert ps.cut_gates(dense)['big-dense']
     assert ps.offered(dense, 'dense3') == ps.offered(dense, 'as-is')[:3]
+
+
+def test_dense_mma2_keeps_the_tensor_core_tiles():
+    dense = pyfr_mm('p4-tet-m3', 1.0)
+    got = ps.offered(dense, 'dense-mma2')
+    assert len(got) == 2 and all(c.family == 'mma-gemm' for c in got)
+    mma = [c for c in ps.offered(dense, 'as-is') if c.family == 'mma-gemm']
+    assert got == mma[:2]
+    # an operator without tensor-core rows keeps its candidates
+    sparse = pyfr_mm('p4-hex-m132')
+    assert ps.offered(sparse, 'dense-mma2') == ps.offered(sparse, 'as-is')
