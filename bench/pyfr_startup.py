@@ -275,6 +275,51 @@ def walk_rows(pkg, cut, up_path, lib, name, A, beta, n, sends):
     return rows
 
 
+def read_times(paths, n=None):
+    """{op: {variant: seconds}} of this package's candidates in
+    bench/pyfr_walk.py candidate CSVs (at panel width n when given); an
+    operator's times all come from the first file that has it, so that
+    times of one run are compared."""
+    out = {}
+    for path in paths:
+        got = {}
+        with open(path) as f:
+            for r in csv.DictReader(f):
+                if r['kind'] != 'ours' or not r['time_s'] or \
+                        (n and int(r['n']) != n):
+                    continue
+                got.setdefault(r['op'], {})[r['variant']] = \
+                    float(r['time_s'])
+        for op, t in got.items():
+            out.setdefault(op, t)
+    return out
+
+
+def recorded(times, variant):
+    """A variant's recorded time; a tile held to fewer registers by its
+    launch bound ('blocks' parameter) falls back to its uncapped twin's."""
+    if variant in times:
+        return times[variant]
+    twin = '/'.join(p for p in variant.split('/')
+                    if not p.startswith('blocks'))
+    return times.get(twin)
+
+
+def offer_quality(rows, times):
+    """{(op, label): best recorded time of the candidates offered over the
+    best recorded of all, or None where none offered was recorded}."""
+    offered = {}
+    for r in rows:
+        offered.setdefault((r['op'], label(r)), []).append(r['variant'])
+    out = {}
+    for (op, lab), variants in offered.items():
+        t = times.get(op)
+        got = [x for x in (recorded(t, v) for v in variants) if x] \
+            if t else []
+        out[(op, lab)] = min(got)/min(t.values()) if got else None
+    return out
+
+
 def print_summary(rows):
     """NVRTC CPU seconds + generation seconds of each (case, mode), every
     label (ours under each cut, up) beside upstream's."""
@@ -313,11 +358,22 @@ def main(argv=None):
     ap.add_argument('--jobs', type=int, default=2)
     ap.add_argument('--out', help='CSV of every candidate')
     ap.add_argument('--summary', help='print the summary of a CSV')
+    ap.add_argument('--times', nargs='+', default=[],
+                    help='with --summary: pyfr_walk candidate CSVs; prints '
+                    'the best offered over the best recorded, per operator')
+    ap.add_argument('--times-n', type=int, default=110080)
     args = ap.parse_args(argv)
 
     if args.summary:
         with open(args.summary) as f:
-            print_summary(list(csv.DictReader(f)))
+            rows = list(csv.DictReader(f))
+        print_summary(rows)
+        if args.times:
+            q = offer_quality(rows, read_times(args.times, args.times_n))
+            for op in sorted({op for op, _ in q}):
+                print(f'{op:12}', '  '.join(
+                    f'{lab} {"-" if v is None else f"{v:.3f}"}'
+                    for (o, lab), v in sorted(q.items()) if o == op))
         return 0
     if not args.nvrtc or not args.out:
         ap.error('--nvrtc (or $GIMMIK_NVRTC_LIB) and --out are needed')
