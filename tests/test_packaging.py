@@ -258,3 +258,30 @@ def test_fresh_venv_with_pyfr(tmp_path, extra):
     names = [Requirement(line.split('==')[0]).name.lower() for line in
              sh(*pip, 'freeze').splitlines() if '==' in line]
     assert any(is_rocm_binding(Requirement(n)) for n in names) == bool(extra)
+
+
+@pytest.mark.parametrize('device_there', [True, False])
+def test_auto_warns_when_an_extra_hides_a_device(monkeypatch, tmp_path,
+                                                 device_there):
+    """`auto` passing over the HIP runtime for want of the extra, on a
+    machine with an AMD GPU's device node, says so."""
+    import warnings
+    import gimmik.runtime as rt
+    import gimmik.runtime.hip as hiprt
+    node = tmp_path / 'kfd'
+    if device_there:
+        node.touch()
+    monkeypatch.setitem(rt.DEVICE_NODES, 'hip', str(node))
+    monkeypatch.setattr(hiprt, '_state', {})
+    monkeypatch.setitem(sys.modules, 'hip', None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        got = rt.get_runtime('auto')
+    assert got.name != 'hip'
+    said = [str(w.message) for w in caught
+            if issubclass(w.category, RuntimeWarning)]
+    if device_there:
+        assert len(said) == 1 and "pip install 'gimmik[hip]'" in said[0]
+        assert f'platform {got.name} chosen' in said[0]
+    else:
+        assert said == []

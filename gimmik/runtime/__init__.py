@@ -8,6 +8,8 @@ elements, exactly as the kernels see them.
 
 from abc import ABC, abstractmethod
 import importlib
+import os
+import warnings
 
 import numpy as np
 
@@ -20,6 +22,10 @@ PLATFORMS = {'hip': 'gimmik.runtime.hip', 'cuda': 'gimmik.runtime.cuda',
 
 # the order `auto` tries them in
 AUTO_ORDER = ('hip', 'cuda', 'c')
+
+# A platform's device nodes: `auto` warns when it passes over a platform
+# whose device is there but whose Python packages (an extra) are not
+DEVICE_NODES = {'hip': '/dev/kfd'}
 
 
 class RuntimeUnavailable(RuntimeError):
@@ -211,12 +217,21 @@ def get_runtime(platform='auto', **options):
     An explicitly named platform that cannot run raises RuntimeUnavailable
     saying what is missing."""
     if platform == 'auto':
-        errors = []
+        errors, missed = [], None
         for name in AUTO_ORDER:
             try:
-                return get_runtime(name, **options)
+                rt = get_runtime(name, **options)
             except RuntimeUnavailable as e:
                 errors.append(f'{name}: {e}')
+                if isinstance(e, MissingExtra) and \
+                        os.path.exists(DEVICE_NODES.get(name, '')):
+                    missed = (name, e)
+                continue
+            if missed:
+                warnings.warn(f'platform {rt.name} chosen although this '
+                              f'machine has a {missed[0]} device: '
+                              f'{missed[1]}', RuntimeWarning, stacklevel=2)
+            return rt
         raise RuntimeUnavailable('no platform can run here: '
                                  + '; '.join(errors))
     if platform not in PLATFORMS:
