@@ -60,19 +60,27 @@ NVRTC_ENV = 'GIMMIK_NVRTC_LIB'
 # Each gate reads properties of A only; 'big' is the set of operators the
 # generator already offers fewer candidates with n baked (nnz >= 512).
 DENSE = 0.5                # the tensor-core regime's density
+LARGE_NNZ = 1500           # unrolled dense kernels past this: > 0.3 s each
 CUTS = {
     # what kernels() offers today
     'as-is': {},
     # no width-2 unrolled variants (twice the unrolled body: about twice
     # the source and 2-3x the NVRTC time of the width-1 twin)
     'no-width2': {'drop_width2': 'big'},
-    # dense operators offered their first 3
-    'dense3': {'limit': ('big-dense', 3)},
-    'no-width2+dense3': {'drop_width2': 'big', 'limit': ('big-dense', 3)},
-    'no-width2+dense2': {'drop_width2': 'big', 'limit': ('big-dense', 2)},
+    # dense operators offered their first 3 or 2
+    'dense3': {'limits': (('big-dense', 3),)},
+    'no-width2+dense3': {'drop_width2': 'big',
+                         'limits': (('big-dense', 3),)},
+    'no-width2+dense2': {'drop_width2': 'big',
+                         'limits': (('big-dense', 2),)},
     # dense operators offered their first 2 tensor-core GEMM tiles only
     # (where the table offers that family), no unrolled streaming kernels
-    'dense-mma2': {'mma_only': 'big-dense', 'limit': ('big-dense', 2)},
+    'dense-mma2': {'mma_only': 'big-dense', 'limits': (('big-dense', 2),)},
+    # the proposal: no width-2 variants, 3 candidates where the generator
+    # offers 5 today, 2 on dense operators, and only tensor-core tiles on
+    # dense operators past LARGE_NNZ non-zeros
+    'proposal': {'drop_width2': 'big', 'mma_only': 'large-dense',
+                 'limits': (('big', 3), ('big-dense', 2))},
 }
 MMA_FAMILY = 'mma-gemm'
 
@@ -99,7 +107,9 @@ def startup_operators(ops, orders, etypes):
 def cut_gates(mm):
     """The named operator classes a cut may apply to."""
     big = mm.baked_n and mm.info.nnz >= 512
-    return {'big': big, 'big-dense': big and mm.info.density >= DENSE}
+    dense = big and mm.info.density >= DENSE
+    return {'big': big, 'big-dense': dense,
+            'large-dense': dense and mm.info.nnz >= LARGE_NNZ}
 
 
 def offered(mm, cut, nkerns=PYFR_NKERNS):
@@ -115,9 +125,9 @@ def offered(mm, cut, nkerns=PYFR_NKERNS):
     if gates.get(rule.get('mma_only')) and mma:
         cands = mma
     limit = min(mm.offer_limit() or nkerns, nkerns)
-    gate, most = rule.get('limit', (None, None))
-    if gates.get(gate):
-        limit = min(limit, most)
+    for gate, most in rule.get('limits', ()):
+        if gates[gate]:
+            limit = min(limit, most)
     return cands[:limit]
 
 
@@ -252,8 +262,10 @@ def walk_rows(pkg, cut, up_path, lib, name, A, beta, n, sends):
         CUDAMatMul = load_upstream(up_path).CUDAMatMul
     mm = CUDAMatMul(A, beta=beta, aligne=pyfr_aligne(), n=n, ldb=n, ldc=n)
     p, etype, mat = name.split('-')
-    cands = (ours_candidates(mm, A, cut) if pkg == 'ours' else
-             first_candidates(mm, A))
+    # as-is: what kernels() offers (the way any version of either
+    # package is asked)
+    cands = (ours_candidates(mm, A, cut) if pkg == 'ours' and cut != 'as-is'
+             else first_candidates(mm, A))
     rows = []
     for rank, (src, meta, gen_s) in enumerate(cands):
         rows.append({

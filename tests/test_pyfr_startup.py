@@ -82,7 +82,8 @@ def test_cuts_apply_to_their_gates_only():
     assert [c.variant for c in ps.offered(small, 'no-width2+dense3')] == \
         [c.variant for c in ps.offered(small, 'as-is')]
     big = pyfr_mm('p4-hex-m132')                  # sparse, 1800 non-zeros
-    assert ps.cut_gates(big) == {'big': True, 'big-dense': False}
+    assert ps.cut_gates(big) == {'big': True, 'big-dense': False,
+                                 'large-dense': False}
     as_is = ps.offered(big, 'as-is')
     cut = ps.offered(big, 'no-width2')
     assert any(c.params.get('width') == 2 for c in as_is)
@@ -103,3 +104,18 @@ def test_dense_mma2_keeps_the_tensor_core_tiles():
     # an operator without tensor-core rows keeps its candidates
     sparse = pyfr_mm('p4-hex-m132')
     assert ps.offered(sparse, 'dense-mma2') == ps.offered(sparse, 'as-is')
+
+
+def test_proposal():
+    sparse = pyfr_mm('p4-hex-m132')
+    got = ps.offered(sparse, 'proposal')
+    assert got == ps.offered(sparse, 'no-width2')[:3]
+    small_dense = pyfr_mm('p3-tet-m132')          # 1092 non-zeros
+    assert ps.offered(small_dense, 'proposal') == \
+        ps.offered(small_dense, 'no-width2+dense2')
+    large_dense = pyfr_mm('p4-pyr-m132')          # 8913 non-zeros
+    assert ps.cut_gates(large_dense)['large-dense']
+    assert ps.offered(large_dense, 'proposal') == \
+        ps.offered(large_dense, 'dense-mma2')
+    small = pyfr_mm('p3-hex-m0')
+    assert ps.offered(small, 'proposal') == ps.offered(small, 'as-is')
