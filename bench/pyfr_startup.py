@@ -84,6 +84,13 @@ CUTS = {
 }
 MMA_FAMILY = 'mma-gemm'
 
+# H100 machine seconds of NVRTC per CPU second measured here, by family:
+# the relaxed order-4 walks of bench/results/pyfr-e2e-h100-inprocess.csv
+# (cold minus warm walk seconds: tet 6.36 s, pyr 4.92 s) over this script
+# at that commit (pyfr-startup-cpu-dbe0a2e.csv: pyr's 15 mma-gemm
+# compiles 2.30 s; tet's 12 mma-gemm 1.51 s and 3 unrolled 2.00 s)
+DEVICE_PER_CPU = {'mma-gemm': 2.14, None: 1.56}
+
 FIELDS = ['pkg', 'cut', 'op', 'etype', 'order', 'mat', 'm', 'k', 'nnz', 'beta',
           'n', 'sends', 'rank', 'variant', 'gen_s', 'src_bytes', 'src_sha',
           'dup_of', 'cpu_s', 'wall_s', 'cubin_bytes', 'error']
@@ -150,9 +157,11 @@ def label(row):
 
 def summarise(rows):
     """{(etype, order, pkg, 'shipped'|'relaxed'): dict(cpu_s, ncomp, src_kb,
-    gen_s)}: NVRTC seconds, compiles and source KiB of the distinct sources
-    compiled, and the seconds generating every candidate; 'shipped' counts
-    the operators PyFR sends with its filter on, 'relaxed' all of them."""
+    gen_s, device_s)}: NVRTC seconds, compiles and source KiB of the
+    distinct sources compiled, the seconds generating every candidate, and
+    the NVRTC seconds estimated for the H100 machine (DEVICE_PER_CPU);
+    'shipped' counts the operators PyFR sends with its filter on,
+    'relaxed' all of them."""
     out = {}
     for r in rows:
         if r['error']:
@@ -162,10 +171,13 @@ def summarise(rows):
         for mode in modes:
             key = (r['etype'], int(r['order']), label(r), mode)
             s = out.setdefault(key, dict.fromkeys(
-                ('cpu_s', 'ncomp', 'src_kb', 'gen_s'), 0))
+                ('cpu_s', 'ncomp', 'src_kb', 'gen_s', 'device_s'), 0))
             s['gen_s'] += float(r['gen_s'])
             if r['dup_of'] == '':
                 s['cpu_s'] += float(r['cpu_s'])
+                family = r['variant'].split('/')[0]
+                per = DEVICE_PER_CPU.get(family, DEVICE_PER_CPU[None])
+                s['device_s'] += float(r['cpu_s'])*per
                 s['ncomp'] += 1
                 s['src_kb'] += int(r['src_bytes'])/1024
     return out
@@ -339,7 +351,8 @@ def print_summary(rows):
     labels = sorted({lab for _, _, lab, _ in s},
                     key=lambda x: (x == 'up', x))
     print('case / mode, then per label: NVRTC s + generation s (compiles, '
-          'source KiB); last: ours as-is minus up')
+          'source KiB) ~NVRTC s estimated on the H100 machine; last: ours '
+          'as-is minus up')
     for e, o, mode in sorted({(e, o, mode) for e, o, _, mode in s}):
         line, tot = f'{e:4} p{o} {mode:8}', {}
         for lab in labels:
@@ -348,7 +361,7 @@ def print_summary(rows):
                 continue
             tot[lab] = a['cpu_s'] + a['gen_s']
             line += (f' | {lab} {tot[lab]:5.2f} ({a["ncomp"]}, '
-                     f'{a["src_kb"]:.0f})')
+                     f'{a["src_kb"]:.0f}) ~{a["device_s"]:.1f}')
         if 'ours' in tot:
             line += f' | {tot["ours"] - tot.get("up", 0):+.2f}'
         print(line)

@@ -38,10 +38,11 @@ def test_mark_duplicates():
     assert [c['dup_of'] for c in cands] == ['', '', 0, 1]
 
 
-def row(pkg, sends, cpu, gen, dup='', etype='tet', err=''):
+def row(pkg, sends, cpu, gen, dup='', etype='tet', err='',
+        variant='cstream/ldnc/width1'):
     return {'pkg': pkg, 'etype': etype, 'order': '3', 'sends': sends,
             'cpu_s': cpu, 'gen_s': gen, 'dup_of': dup, 'src_bytes': 2048,
-            'error': err}
+            'error': err, 'variant': variant}
 
 
 def test_summarise_counts_distinct_compiles_and_modes():
@@ -58,6 +59,13 @@ def test_summarise_counts_distinct_compiles_and_modes():
     assert relaxed['ncomp'] == 2 and relaxed['cpu_s'] == pytest.approx(3.0)
     assert relaxed['src_kb'] == pytest.approx(4.0)
     assert s[('tet', 3, 'up', 'shipped')]['cpu_s'] == pytest.approx(0.5)
+    # the device estimate scales each family's NVRTC seconds
+    other = ps.DEVICE_PER_CPU[None]
+    assert relaxed['device_s'] == pytest.approx(3.0*other)
+    mma = ps.summarise([row('ours', 'True', '1.0', '0',
+                            variant='mma-gemm/kstage2')])
+    assert mma[('tet', 3, 'ours', 'shipped')]['device_s'] == \
+        pytest.approx(ps.DEVICE_PER_CPU['mma-gemm'])
 
 
 def pyfr_mm(name, beta=0.0):
