@@ -7,7 +7,9 @@
 # CASES: ETYPE:N:ORDER (box meshes of N^3 cubes made by the pyfr-client's pyfr_case.py, one
 # imported mesh per case shared by every package, so solutions compare element by element).
 # PACKAGES: labels run in this order each repetition: ours, up, and ours-relax / up-relax (PyFR's
-# dense filter off: every constant operator goes to the generator).  The first process of each
+# dense filter off: every constant operator goes to the generator); LABEL+CUT (e.g. ours+proposal,
+# ours-relax+proposal) runs LABEL's package with a cut of bench/pyfr_startup.py applied to its
+# offer (pyfr_steps.py --cut), to measure it before the table changes.  The first process of each
 # (case, package) starts with an empty PyFR kernel cache (cold start-up); later ones reuse it.
 # Needs the wheels of PyFR 3.1 and its dependencies and of this package's (WHEELS, default
 # .whl/pyfr, holding gimmik-4.0 and tqdm: the pyfr-client's download command with tqdm added),
@@ -32,8 +34,8 @@ for lib in nvrtc cublasLt; do
   fi
 done
 
-venv() {  # venv LABEL -> path of a PyFR venv holding that label's package
-  local label=$1 v=/tmp/pyfr-e2e-$1 whl=$UP
+venv() {  # venv LABEL[+CUT] -> path of a PyFR venv holding that label's package
+  local label=${1%%+*}; local v=/tmp/pyfr-e2e-$label whl=$UP
   case $label in ours*) whl=$OURS ;; esac
   if [ ! -x $v/bin/pyfr ]; then
     python3 -m venv $v
@@ -67,6 +69,7 @@ for c in $CASES; do
       ( cd $W && XDG_CACHE_HOME=$x timeout 500 $v/bin/python "$HERE/pyfr_steps.py" \
           $M/mesh.pyfrm $M/case.ini --label $pkg --case "$ET-$N-p$P-$cache" --csv "$OUTD/pyfr-e2e.csv" \
           --steps $STEPS --reps $SEGS --soln /tmp/pyfr-soln/$ET-$N-$P-$pkg.npy \
+          $(case $pkg in *+*) echo --cut "${pkg#*+}" ;; esac) \
           $([ $r = 1 ] && echo --picks "$OUTD/picks-$ET-$N-p$P-$pkg.json") ) 2>&1 | tail -2
     done
   done

@@ -119,13 +119,15 @@ def cut_gates(mm):
             'large-dense': dense and mm.info.nnz >= LARGE_NNZ}
 
 
-def offered(mm, cut, nkerns=PYFR_NKERNS):
+def offered(mm, cut, nkerns=PYFR_NKERNS, dtype=np.float64, **opts):
     """The candidates (gimmik.base.Candidate) a PyFR walk over this
     package's CUDAMatMul is offered under `cut` (a key of CUTS), no
     feedback: the ranked candidates, filtered, then the first ones up to
-    the generator's offer limit, the cut's and PyFR's."""
+    the generator's offer limit, the cut's and nkerns (None: no limit;
+    PyFR's by default).  opts: kernels()'s (compute_capability=ARCH)."""
     rule, gates = CUTS[cut], cut_gates(mm)
-    cands = mm.candidates(np.float64, compute_capability=ARCH)
+    cands = mm.candidates(dtype, **(opts or {'compute_capability': ARCH}))
+    nkerns = nkerns or len(cands)
     if gates.get(rule.get('drop_width2')):
         cands = [c for c in cands if c.params.get('width', 1) != 2]
     mma = [c for c in cands if c.family == MMA_FAMILY]
@@ -136,6 +138,17 @@ def offered(mm, cut, nkerns=PYFR_NKERNS):
         if gates[gate]:
             limit = min(limit, most)
     return cands[:limit]
+
+
+def cut_kernels(mm, cut, dtype, kname='gimmik_mm', **opts):
+    """mm.kernels(dtype, kname, **opts) with `cut` applied: the same
+    argument checks and the same walk (send() feedback prunes as there),
+    over offered(mm, cut).  For measuring a cut inside PyFR
+    (bench/pyfr_steps.py --cut) before the table changes."""
+    from gimmik.validate import check_dtype
+    mm.kernels(dtype, kname=kname, **opts).close()     # checks the arguments
+    dtype = check_dtype(dtype)
+    return mm._walk(offered(mm, cut, None, dtype, **opts), dtype, kname)
 
 
 def mark_duplicates(cands):

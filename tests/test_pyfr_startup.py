@@ -127,3 +127,28 @@ def test_proposal():
         ps.offered(large_dense, 'dense-mma2')
     small = pyfr_mm('p3-hex-m0')
     assert ps.offered(small, 'proposal') == ps.offered(small, 'as-is')
+
+
+def test_cut_kernels_as_is_walks_as_kernels_does():
+    """The same offer and the same pruning by send() feedback."""
+    mm = pyfr_mm('p3-hex-m0')
+
+    def walk(gen):
+        seen, fb = [], None
+        try:
+            while True:
+                src, meta = gen.send(fb)
+                seen.append((meta['variant'], src))
+                # the first family fastest: later ones pruned
+                fb = {'runtime': 1e-3 if len(seen) == 1 else 5e-3}
+        except StopIteration:
+            return seen
+
+    want = walk(mm.kernels(np.float64, kname='k_mm',
+                           compute_capability=ps.ARCH))
+    got = walk(ps.cut_kernels(mm, 'as-is', np.float64, kname='k_mm',
+                              compute_capability=ps.ARCH))
+    assert got == want
+    assert len(want) < len(ps.offered(mm, 'as-is', None))
+    with pytest.raises(TypeError):
+        ps.cut_kernels(mm, 'as-is', np.int32)
