@@ -145,8 +145,11 @@ def cut_kernels(mm, cut, dtype, kname='gimmik_mm', **opts):
     argument checks and the same walk (send() feedback prunes as there),
     over offered(mm, cut).  For measuring a cut inside PyFR
     (bench/pyfr_steps.py --cut) before the table changes."""
+    from gimmik.base import MatMul
     from gimmik.validate import check_dtype
-    mm.kernels(dtype, kname=kname, **opts).close()     # checks the arguments
+    # the base class's kernels() checks the arguments (a subclass's may
+    # be a generator function, which checks nothing until started)
+    MatMul.kernels(mm, dtype, kname=kname, **opts).close()
     dtype = check_dtype(dtype)
     return mm._walk(offered(mm, cut, None, dtype, **opts), dtype, kname)
 

@@ -152,3 +152,5 @@ def test_cut_kernels_as_is_walks_as_kernels_does():
     assert len(want) < len(ps.offered(mm, 'as-is', None))
     with pytest.raises(TypeError):
         ps.cut_kernels(mm, 'as-is', np.int32)
+    with pytest.raises(ValueError):
+        ps.cut_kernels(mm, 'as-is', np.float64, kname='bad name')
