@@ -72,3 +72,25 @@ def test_compare_reports_the_relative_difference(tmp_path, capsys):
     rel = pyfr_steps.compare(a, b)
     assert 0.9e-12 < rel < 1.1e-12
     assert 'max |a - b|' in capsys.readouterr().out
+
+
+def test_walk_log_applies_a_cut():
+    """--cut: the provider's walk is offered the cut's candidates."""
+    import pyfr_startup
+    # dense, 4675 non-zeros
+    A = np.load(os.path.join(ROOT, 'bench', 'operators',
+                             'pyfr-ops.npz'))['p4-pyr-m0']
+    a = _Mat(*A.shape, mid=0)
+    a.A = A
+    walks = {}
+    for cut in (None, 'dense-mma2'):
+        prov = _provider()
+        log = pyfr_steps.WalkLog(prov, cut)
+        prov.CUDAGiMMiKKernels().mul(a, _Mat(A.shape[1], 1024),
+                                     _Mat(A.shape[0], 1024))
+        walks[cut] = [c['variant'] for c in log.walks[0]['cands']]
+    mm = CUDAMatMul(A, n=1024, ldb=1024, ldc=1024)
+    want = [c.variant for c in pyfr_startup.offered(mm, 'dense-mma2', None)]
+    assert walks['dense-mma2'] == want[:8]
+    # dense and large: two candidates (tensor-core tiles where offered)
+    assert len(walks['dense-mma2']) == 2 < len(walks[None])

@@ -8,6 +8,8 @@ elements, exactly as the kernels see them.
 
 from abc import ABC, abstractmethod
 import importlib
+import os
+import warnings
 
 import numpy as np
 
@@ -21,9 +23,29 @@ PLATFORMS = {'hip': 'gimmik.runtime.hip', 'cuda': 'gimmik.runtime.cuda',
 # the order `auto` tries them in
 AUTO_ORDER = ('hip', 'cuda', 'c')
 
+# A platform's device nodes: `auto` warns when it passes over a platform
+# whose device is there but whose Python packages (an extra) are not
+DEVICE_NODES = {'hip': '/dev/kfd'}
+
 
 class RuntimeUnavailable(RuntimeError):
     """The platform cannot run here; the message says what is missing."""
+
+
+class MissingExtra(RuntimeUnavailable, ImportError):
+    """A package that only an optional extra of gimmik installs is missing.
+
+    `package` is the distribution, `extra` the extra that brings it (``pip
+    install 'gimmik[EXTRA]'``); the message names both and what needs it.
+    Caught as RuntimeUnavailable (the platform cannot run) or ImportError.
+    """
+
+    def __init__(self, package, extra, needed_by, reason=''):
+        self.package, self.extra = package, extra
+        why = f' ({reason})' if reason else ''
+        super().__init__(f'{needed_by} needs {package}, which is not '
+                         f'installed{why}; install it with '
+                         f"pip install 'gimmik[{extra}]'")
 
 
 def moved_bytes(info, beta, n, itemsize):
@@ -195,12 +217,21 @@ def get_runtime(platform='auto', **options):
     An explicitly named platform that cannot run raises RuntimeUnavailable
     saying what is missing."""
     if platform == 'auto':
-        errors = []
+        errors, missed = [], None
         for name in AUTO_ORDER:
             try:
-                return get_runtime(name, **options)
+                rt = get_runtime(name, **options)
             except RuntimeUnavailable as e:
                 errors.append(f'{name}: {e}')
+                if isinstance(e, MissingExtra) and \
+                        os.path.exists(DEVICE_NODES.get(name, '')):
+                    missed = (name, e)
+                continue
+            if missed:
+                warnings.warn(f'platform {rt.name} chosen although this '
+                              f'machine has a {missed[0]} device: '
+                              f'{missed[1]}', RuntimeWarning, stacklevel=2)
+            return rt
         raise RuntimeUnavailable('no platform can run here: '
                                  + '; '.join(errors))
     if platform not in PLATFORMS:
@@ -214,5 +245,6 @@ def get_runtime(platform='auto', **options):
     return mod.Runtime(**options)
 
 
-__all__ = ['Runtime', 'RuntimeUnavailable', 'get_runtime', 'moved_bytes',
-           'pick_vendor', 'failed_launch', 'PLATFORMS', 'AUTO_ORDER']
+__all__ = ['MissingExtra', 'Runtime', 'RuntimeUnavailable', 'get_runtime',
+           'moved_bytes', 'pick_vendor', 'failed_launch', 'PLATFORMS',
+           'AUTO_ORDER']
