@@ -462,8 +462,7 @@ def resident_blocks(a, facts, block_threads):
     if facts.waves is not None:
         by_regs = min(by_regs, facts.waves)
     # the waves of a block spread over the SIMDs
-    per_simd = -(-waves_block // a.simds)
-    blocks = min(a.max_blocks, by_regs // per_simd if per_simd else 0,
+    blocks = min(a.max_blocks, by_regs*a.simds // waves_block,
                  a.max_waves // waves_block)
     if facts.shared:
         blocks = min(blocks, a.shared_bytes
