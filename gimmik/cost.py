@@ -57,6 +57,7 @@ class Arch:
     l2_bw: float           # L2 bytes/s, whole device
     lds_bytes_clk: int     # LDS / shared-memory bytes per clock
     valu_flop_clk: int     # FP64 vector flops per clock (FMA = 2)
+    valu_reach: float      # fraction of it unrolled baked-A code reaches
     matrix_flop_clk: int   # FP64 matrix flops per clock
     issue_clk: float       # wave/warp instructions issued per clock
     lanes: int             # threads of a wave/warp
@@ -99,6 +100,8 @@ ARCHES = {
         # matrix rate is also the facts doc's (v_mfma_f64_16x16x4: 256
         # FLOP/cycle/CU)
         valu_flop_clk=128, matrix_flop_clk=256,
+        # ASSUMED: as the H100's (sm_90)
+        valu_reach=0.4,
         # one VALU instruction per SIMD every 4 clocks (a wave64 on a
         # 16-lane SIMD), 4 SIMDs: 1 wave instruction a clock per CU
         # (ROCm Compute Profiler, pipeline descriptions)
@@ -133,6 +136,8 @@ ARCHES = {
         # 81.7 TF vector / 163.4 TF matrix FP64 (MI300X data sheet) over
         # 304 CUs at 2.1 GHz: 128 and 256 flops a clock
         valu_flop_clk=128, matrix_flop_clk=256,
+        # ASSUMED: as the H100's (sm_90)
+        valu_reach=0.4,
         issue_clk=1.0,
         lanes=64, simds=4, max_waves=32, max_blocks=32,
         regs_per_lane=512, reg_granule=8,
@@ -163,6 +168,12 @@ ARCHES = {
         # 33.5 TF vector / 66.9 TF tensor FP64 over 132 SMs at 1.98 GHz:
         # 128 and 256 flops a clock (64 FP64 lanes a SM)
         valu_flop_clk=128, matrix_flop_clk=256,
+        # MEASURED: the fastest streaming kernel of each operator of the
+        # PyFR walk (bench/results/pyfr-walk-h100-candidates.csv, n =
+        # 110080) reaches at most 26 of the 64 FP64 lanes a clock (p4-tet-
+        # m0), 18-26 on the compute-heavy ones: unrolled code with A's
+        # values as constant operands issues at about 0.4 of the peak
+        valu_reach=0.4,
         # 4 warp schedulers a SM, one instruction a clock each
         issue_clk=4.0,
         # warp 32, 4 sub-partitions, 64 warps and 32 blocks a SM, 64K
@@ -266,7 +277,10 @@ def _work_cstream(kern):
     info = kern.info
     if kern.params.get('ld') == 'reload':
         # a load at every use (L1 hits after the first), a few in flight
+        # the loads past the first of each B row are L1 hits: they
+        # use the L1/shared data path (one data path on NVIDIA)
         return _stream_work(kern, len(info.bix), loads=info.nnz,
+                            lds=(info.nnz - len(info.bix))*kern.itemsize,
                             stage=RELOAD_INFLIGHT*kern.itemsize,
                             waits=-(-len(info.bix) // RELOAD_INFLIGHT))
     return _stream_work(kern, len(info.bix))
@@ -511,7 +525,8 @@ def estimate(w, facts, a, n, moved_bytes=None):
         'dram': n*w.dram_bytes / bw,
         'l2': n*(w.l2_bytes + spill) / a.l2_bw,
         'lds': n*w.lds_bytes / (a.lds_bytes_clk*clock),
-        'valu': n*w.valu_flops / (a.valu_flop_clk*clock*busy),
+        'valu': n*w.valu_flops / (a.valu_flop_clk*a.valu_reach*clock
+                                  * busy),
         'matrix': n*w.matrix_flops / (a.matrix_flop_clk*clock),
         'issue': n*_instructions(w, facts, a, grid, n)
         / (a.issue_clk*clock*busy),
