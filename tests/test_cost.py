@@ -66,7 +66,7 @@ def test_arch_names():
         cost.arch(942)
 
 
-# -- the estimate on hand-made work --------------------------------------------
+# -- the estimate on hand-made work ----------------------------------------
 
 def test_monotone_in_bytes():
     times = [est(stream_work(dram_bytes=b, l2_bytes=b))
