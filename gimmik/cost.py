@@ -54,7 +54,11 @@ class Arch:
     peak_bw: float         # DRAM bytes/s, the vendor's peak
     copy_bw: float         # DRAM bytes/s a device copy reaches
     latency_s: float       # DRAM load latency under load
+    l2_latency_s: float    # L2 hit latency
     l2_bw: float           # L2 bytes/s, whole device
+    l2_size: int           # L2 bytes, whole device
+    l1_size: int           # L1 data cache bytes a unit (beside shared)
+    l1_shared_path: bool   # global loads share the shared-memory path
     lds_bytes_clk: int     # LDS / shared-memory bytes per clock
     valu_flop_clk: int     # FP64 vector flops per clock (FMA = 2)
     valu_reach: float      # fraction of it unrolled baked-A code reaches
@@ -90,9 +94,15 @@ ARCHES = {
         # the idle latency near 0.6-0.7 us; under a streaming load it
         # grows)
         latency_s=0.8e-6,
+        # ASSUMED: ~0.2 us L2 hit (a few hundred clocks, CDNA2
+        # microbenchmark reports)
+        l2_latency_s=0.2e-6,
         # 32 L2 channels (ROCm Compute Profiler, L2 cache (TCC): 32 on
         # MI2XX) x 128 bytes a clock each (its L2 speed-of-light table)
         l2_bw=32*128*1.7e9,
+        # 8 MB L2 a GCD, 16 KB vector L1 a CU: ROCm "AMD GPU
+        # specifications" (MI250X); the vector L1 is its own path
+        l2_size=8 << 20, l1_size=16 << 10, l1_shared_path=False,
         # 128 bytes/clock/CU: ROCm Compute Profiler, LDS speed-of-light
         lds_bytes_clk=128,
         # 47.9 TF vector / 95.7 TF matrix FP64 a package (MI250X data
@@ -128,9 +138,15 @@ ARCHES = {
         # ASSUMED: ~0.9 us (HBM behind the Infinity Fabric of the IODs
         # adds to CDNA2's)
         latency_s=0.9e-6,
+        # ASSUMED: ~0.25 us L2 hit
+        l2_latency_s=0.25e-6,
         # 16 L2 channels a XCD x 128 bytes a clock x 8 XCDs (CDNA3 white
         # paper: 4 MB, 16 channels a XCD; Compute Profiler L2 table)
         l2_bw=8*16*128*2.1e9,
+        # 4 MB L2 a XCD (32 MB), 32 KB vector L1 a CU: ROCm "AMD GPU
+        # specifications" (MI300X); the 256 MB Infinity Cache behind them
+        # is not counted
+        l2_size=32 << 20, l1_size=32 << 10, l1_shared_path=False,
         # 128 bytes/clock/CU: ROCm Compute Profiler, LDS speed-of-light
         lds_bytes_clk=128,
         # 81.7 TF vector / 163.4 TF matrix FP64 (MI300X data sheet) over
@@ -159,9 +175,17 @@ ARCHES = {
         # an idle ~0.5-0.6 us; calibrated within that physical range on
         # the PyFR-panel H100 times, bench/cost_validate.py)
         latency_s=0.65e-6,
-        # ~5.5 TB/s L2 read bandwidth (Hopper microbenchmarks,
-        # Chips and Cheese H100 article)
-        l2_bw=5.5e12,
+        # ~0.2 us L2 hit (Chips and Cheese, H100: ~260 clocks near, more
+        # across the two partitions)
+        l2_latency_s=0.2e-6,
+        # L2 read bandwidth: Chips and Cheese measured ~5.5 TB/s on the
+        # H100 PCIe (114 SMs, 1.755 GHz); scaled to the SXM's 132 SMs at
+        # 1.98 GHz, ~7.2 TB/s
+        l2_bw=7.2e12,
+        # 50 MB L2: H100 data sheet; L1 and shared memory are one 256 KB
+        # array a SM (Hopper tuning guide), ~128 KB left as L1 beside a
+        # typical carve-out, and global loads go through its data path
+        l2_size=50 << 20, l1_size=128 << 10, l1_shared_path=True,
         # 32 banks x 4 bytes a clock: CUDA programming guide, shared
         # memory
         lds_bytes_clk=128,
@@ -240,14 +264,21 @@ class Work:
     cols_per_block: int
     row_groups: int
     straight: bool         # one pass per thread (no loop over k or tiles)
-    waits: int = 1         # memory round trips a block waits for in turn
+    waits: float = 1       # memory round trips a block waits for in turn
+    # bytes of B a block reads more than once (beyond dram_bytes): its
+    # working set, which must stay in cache for the re-reads to hit
+    reread_set: float = 0.0
+    # the re-reads are a thread's own (L1 can serve them), not other
+    # blocks' (L2 at best)
+    reread_local: bool = False
 
 
 def _rows_used(A):
     return int(np.count_nonzero((np.asarray(A) != 0).any(axis=0)))
 
 
-def _stream_work(kern, b_rows, lds=0.0, stage=None, waits=1, loads=None):
+def _stream_work(kern, b_rows, lds=0.0, stage=None, waits=1, loads=None,
+                 reread=None):
     """Work of the one-thread-per-column families: b_rows rows of B read
     a column; a thread's loads of B all in flight (unrolled, hoisted)
     up to its registers, or `stage` bytes a thread where B is staged in
@@ -262,15 +293,16 @@ def _stream_work(kern, b_rows, lds=0.0, stage=None, waits=1, loads=None):
     groups = g.row_groups or 1
     inflight = stage if stage is not None else b_rows / groups*w*size
     dram = len(info.bix)*size + c_rw
-    l2 = b_rows*size + c_rw
+    l2 = (b_rows if reread is None else reread)*size + c_rw
     # an FMA a non-zero, a load a used B row and a store a row of C, per
     # thread; a wave does `lanes` columns (width each)
     loads = b_rows if loads is None else loads
     warps_col = threads / cols*groups / kern.warp
     instr = ((info.nnz + loads + info.m) / kern.warp
              + WARP_OVERHEAD*warps_col)
+    rset = b_rows / groups*cols*size
     return Work(dram, l2, lds, 2.0*info.nnz, 0.0, instr, inflight, threads,
-                cols, groups, True, waits)
+                cols, groups, True, waits, rset, reread is not None)
 
 
 def _work_cstream(kern):
@@ -282,7 +314,8 @@ def _work_cstream(kern):
         return _stream_work(kern, len(info.bix), loads=info.nnz,
                             lds=(info.nnz - len(info.bix))*kern.itemsize,
                             stage=RELOAD_INFLIGHT*kern.itemsize,
-                            waits=-(-len(info.bix) // RELOAD_INFLIGHT))
+                            waits=-(-info.nnz // RELOAD_INFLIGHT),
+                            reread=info.nnz)
     return _stream_work(kern, len(info.bix))
 
 
@@ -344,8 +377,9 @@ def _gemm_work(kern, m_blocks, live_rows, block_m, block_k, stage_bytes,
     instr = mflops / (2*16*16*4) + rows / kern.warp
     stages = float(np.max(live_rows)) / block_k
     waits = 1 + int(math.ceil(stages / max(1, depth)))
+    rset = rows / m_blocks*g.cols_per_block*size
     return Work(dram, l2, lds, 0.0, mflops, instr, stage_bytes / threads,
-                threads, g.cols_per_block, m_blocks, False, waits)
+                threads, g.cols_per_block, m_blocks, False, waits, rset)
 
 
 def _work_mma_gemm(kern):
@@ -512,31 +546,70 @@ def estimate(w, facts, a, n, moved_bytes=None):
     room = max(1, facts.registers - ADDRESS_REGISTERS)*4
     inflight = min(w.inflight, room) if w.straight else w.inflight
     inflight = max(inflight, 8.0)
-    bw = min(a.copy_bw, concurrent*w.block_threads*inflight / a.latency_s)
     spill = 2.0*facts.spill_bytes*w.block_threads*grid / n
-    # a thread waits once a chunk of its loads the registers hold
+    reread = _reread_split(w, a, per_unit, concurrent)
+    # a thread waits once for each registers' worth of its loads
     waits = max(w.waits, facts.full_waits or 0)
     if w.straight and w.inflight > room:
         waits = max(waits, -(-int(w.inflight) // room))
     clock = a.clock_hz*a.units
     waves_simd = per_unit*-(-w.block_threads // a.lanes) / a.simds
     busy = min(1.0, waves_simd / BUSY_WAVES)
+    dram = n*(w.dram_bytes + reread['dram'])
     terms = {
-        'dram': n*w.dram_bytes / bw,
-        'l2': n*(w.l2_bytes + spill) / a.l2_bw,
-        'lds': n*w.lds_bytes / (a.lds_bytes_clk*clock),
+        'dram': _dram_time(dram, grid, concurrent,
+                           w.block_threads*inflight / a.latency_s, a),
+        'l2': n*(w.dram_bytes + reread['l2'] + reread['dram'] + spill)
+        / a.l2_bw,
+        'lds': n*(w.lds_bytes + (w.l2_bytes + spill if a.l1_shared_path
+                                 else 0)) / (a.lds_bytes_clk*clock),
         'valu': n*w.valu_flops / (a.valu_flop_clk*a.valu_reach*clock
                                   * busy),
         'matrix': n*w.matrix_flops / (a.matrix_flop_clk*clock),
         'issue': n*_instructions(w, facts, a, grid, n)
         / (a.issue_clk*clock*busy),
-        'latency': rounds*waits*a.latency_s,
+        'latency': rounds*waits*_round_trip(w, a),
     }
     bound = max(terms, key=terms.get)
     t = a.launch_s + sum(v**OVERLAP_P for v in terms.values()) \
         ** (1.0 / OVERLAP_P)
     moved = moved_bytes if moved_bytes is not None else n*w.dram_bytes
     return Estimate(t, moved / a.copy_bw / t, bound, terms, per_unit)
+
+
+def _dram_time(nbytes, grid, concurrent, block_bw, a):
+    """Seconds to move nbytes over DRAM in rounds of `concurrent` blocks
+    of the grid's `grid`, each block at most block_bw bytes/s (its bytes
+    in flight over one latency, Little's law): full rounds at
+    min(copy bandwidth, concurrent*block_bw), the last partial round at
+    its own blocks' rate."""
+    per_block = nbytes / grid
+    full, rest = divmod(grid, concurrent)
+    t = full*concurrent*per_block / min(a.copy_bw, concurrent*block_bw)
+    if rest:
+        t += rest*per_block / min(a.copy_bw, rest*block_bw)
+    return t
+
+
+def _round_trip(w, a):
+    """The mean latency of a block's loads: DRAM for the bytes first read,
+    L2 for the re-reads."""
+    first = w.dram_bytes / max(w.l2_bytes, w.dram_bytes)
+    return first*a.latency_s + (1 - first)*a.l2_latency_s
+
+
+def _reread_split(w, a, per_unit, concurrent):
+    """Where a column's re-read bytes (w.l2_bytes beyond w.dram_bytes) are
+    served: L1 where they are a thread's own and the unit's resident
+    blocks' working sets fit its L1; else L2 for the part of the
+    concurrent blocks' working sets L2 holds, DRAM for the rest."""
+    reread = max(0.0, w.l2_bytes - w.dram_bytes)
+    if not reread or not w.reread_set:
+        return {'l2': reread, 'dram': 0.0}
+    if w.reread_local and per_unit*w.reread_set <= a.l1_size:
+        return {'l2': 0.0, 'dram': 0.0}
+    held = min(1.0, a.l2_size / (concurrent*w.reread_set))
+    return {'l2': reread*held, 'dram': reread*(1 - held)}
 
 
 def _instructions(w, facts, a, grid, n):
