@@ -64,6 +64,7 @@ class Arch:
     valu_reach: float      # fraction of it unrolled baked-A code reaches
     matrix_flop_clk: int   # FP64 matrix flops per clock
     issue_clk: float       # wave/warp instructions issued per clock
+    icache_instr: int      # instructions the instruction cache holds
     lanes: int             # threads of a wave/warp
     simds: int             # SIMDs (AMD) or sub-partitions (NVIDIA)
     max_waves: int         # resident waves/warps per unit
@@ -116,6 +117,9 @@ ARCHES = {
         # 16-lane SIMD), 4 SIMDs: 1 wave instruction a clock per CU
         # (ROCm Compute Profiler, pipeline descriptions)
         issue_clk=1.0,
+        # 64 KB instruction cache shared by 2 CUs (ROCm "AMD GPU
+        # specifications"), ~8 bytes an instruction
+        icache_instr=8192,
         # wave64, 4 SIMDs, 8 waves/SIMD, 512 VGPRs a lane, granule 8:
         # facts doc section 5 (LLVM AMDGPUBaseInfo)
         lanes=64, simds=4, max_waves=32, max_blocks=32,
@@ -155,6 +159,9 @@ ARCHES = {
         # ASSUMED: as the H100's (sm_90)
         valu_reach=0.4,
         issue_clk=1.0,
+        # 64 KB instruction cache shared by 2 CUs (ROCm "AMD GPU
+        # specifications"), ~8 bytes an instruction
+        icache_instr=8192,
         lanes=64, simds=4, max_waves=32, max_blocks=32,
         regs_per_lane=512, reg_granule=8,
         shared_bytes=64*1024, shared_reserved=0,
@@ -200,6 +207,10 @@ ARCHES = {
         valu_reach=0.4,
         # 4 warp schedulers a SM, one instruction a clock each
         issue_clk=4.0,
+        # ASSUMED: ~128 KB L1.5 instruction/constant cache a SM
+        # (Volta-to-Hopper microbenchmark papers), 16 bytes a SASS
+        # instruction
+        icache_instr=8192,
         # warp 32, 4 sub-partitions, 64 warps and 32 blocks a SM, 64K
         # 32-bit registers a SM (512 a lane of each sub-partition),
         # allocated 256 a warp (8 a lane): CUDA programming guide,
@@ -227,7 +238,14 @@ BUSY_WAVES = 4
 
 # Terms overlap imperfectly: t = (sum of term**p)**(1/p) blends the
 # largest (p large) with the sum (p = 1)
-OVERLAP_P = 3
+OVERLAP_P = 2
+
+# Share of the DRAM traffic L2 serves when a launch's panels (B and C) fit
+# in it, as in back-to-back launches on the same panels (PyFR's steps, the
+# benchmarks): H100, PyFR walk at n = 110080, operators whose panels take
+# 20-40 MB of the 50 MB reach up to 1.5x the copy bandwidth
+# (bench/results/pyfr-walk-h100-candidates.csv); calibrated there
+L2_RESIDENT = 0.5
 
 # Registers a thread keeps besides the values it has in flight
 # (addresses, indices, loop counters): the in-flight loads get the rest
@@ -271,6 +289,9 @@ class Work:
     # the re-reads are a thread's own (L1 can serve them), not other
     # blocks' (L2 at best)
     reread_local: bool = False
+    # instructions of the unrolled code the unit's waves walk (0: a loop
+    # that stays in the instruction cache)
+    code: float = 0.0
 
 
 def _rows_used(A):
@@ -301,8 +322,9 @@ def _stream_work(kern, b_rows, lds=0.0, stage=None, waits=1, loads=None,
     instr = ((info.nnz + loads + info.m) / kern.warp
              + WARP_OVERHEAD*warps_col)
     rset = b_rows / groups*cols*size
+    code = info.nnz + b_rows + info.m
     return Work(dram, l2, lds, 2.0*info.nnz, 0.0, instr, inflight, threads,
-                cols, groups, True, waits, rset, reread is not None)
+                cols, groups, True, waits, rset, reread is not None, code)
 
 
 def _work_cstream(kern):
@@ -552,10 +574,20 @@ def estimate(w, facts, a, n, moved_bytes=None):
     waits = max(w.waits, facts.full_waits or 0)
     if w.straight and w.inflight > room:
         waits = max(waits, -(-int(w.inflight) // room))
-    clock = a.clock_hz*a.units
+    # the busiest unit gets ceil(grid / units) blocks: the terms of a
+    # unit's own pipes scale with it, not with the mean
+    imbalance = -(-grid // a.units) / (grid / a.units)
+    clock = a.clock_hz*a.units / imbalance
     waves_simd = per_unit*-(-w.block_threads // a.lanes) / a.simds
     busy = min(1.0, waves_simd / BUSY_WAVES)
+    # unrolled code beyond the instruction cache issues at the rate its
+    # misses are served
+    code = facts.instructions if facts.instructions else w.code
+    busy /= max(1.0, code / a.icache_instr)
     dram = n*(w.dram_bytes + reread['dram'])
+    # panels that fit in L2 are partly served from it
+    resident = L2_RESIDENT*min(1.0, a.l2_size / dram)
+    dram *= 1 - resident + resident*a.copy_bw / a.l2_bw
     terms = {
         'dram': _dram_time(dram, grid, concurrent,
                            w.block_threads*inflight / a.latency_s, a),
