@@ -19,16 +19,23 @@ Three inputs:
 
 The shape is a roofline with latency hiding (:func:`estimate`):
 
-    t = launch + max(t_dram, t_l2, t_lds, t_valu, t_issue, t_matrix,
-                     t_latency)
+    t = launch + (sum of term**p)**(1/p),  p = OVERLAP_P = 2
 
-where t_dram = DRAM bytes / min(copy bandwidth, bytes in flight /
-latency) (Little's law: the resident threads' outstanding loads over one
-memory latency bound the rate), t_latency = the rounds of resident blocks
-the grid needs times one latency per full wait on memory (plus one for
-the first load), and the others are bytes or operations over the device's
-peak rate for them.  Each term is monotone: more bytes, fewer resident
-waves or more full waits never make a candidate faster.
+over the terms dram (bytes / min(copy bandwidth, bytes in flight /
+latency), Little's law, round by round of resident blocks, the last
+partial round at its own rate; panels that fit in L2 partly served from
+it), l2 (bytes asked of L2: re-reads the resident blocks' working sets
+leave there, spills), lds (LDS/shared bytes, on NVIDIA with the global
+loads that share its data path), valu and matrix (flops over the peak
+rates; vector code of baked A at valu_reach of it), issue (instructions
+over the issue rate) and latency (rounds of resident blocks times the
+memory round trips a block waits for in turn).  The per-unit terms
+(lds, valu, issue) count the busiest unit's blocks (grid imbalance) and
+slow down with fewer than BUSY_WAVES resident waves a SIMD or unrolled
+code beyond the instruction cache.  The p-norm blends the largest term
+with the others: terms overlap imperfectly.  Each term is monotone: more
+bytes, fewer resident waves or more full waits never make a candidate
+faster.
 
 :func:`rank` orders candidates by the estimate, with at most
 MAX_PER_FAMILY of one family among the first FIRST candidates while other
@@ -91,10 +98,9 @@ ARCHES = {
         # reaches 0.88 of its peak, see sm_90); replace with a measured
         # copy (gimmik.runtime.hip copy_bandwidth) when one is made
         copy_bw=0.80*1.6384e12,
-        # ASSUMED: ~0.8 us loaded HBM latency (CDNA2 microbenchmarks put
-        # the idle latency near 0.6-0.7 us; under a streaming load it
-        # grows)
-        latency_s=0.8e-6,
+        # ASSUMED: the loaded round trip, 2.5x an idle ~0.7 us (the ratio
+        # calibrated on the H100, see sm_90)
+        latency_s=1.75e-6,
         # ASSUMED: ~0.2 us L2 hit (a few hundred clocks, CDNA2
         # microbenchmark reports)
         l2_latency_s=0.2e-6,
@@ -139,9 +145,9 @@ ARCHES = {
         peak_bw=5.3e12,
         # ASSUMED: 0.80 of peak, as gfx90a
         copy_bw=0.80*5.3e12,
-        # ASSUMED: ~0.9 us (HBM behind the Infinity Fabric of the IODs
-        # adds to CDNA2's)
-        latency_s=0.9e-6,
+        # ASSUMED: the loaded round trip, 2.5x an idle ~0.8 us (HBM behind
+        # the IODs' Infinity Fabric; the ratio as on the H100)
+        latency_s=2.0e-6,
         # ASSUMED: ~0.25 us L2 hit
         l2_latency_s=0.25e-6,
         # 16 L2 channels a XCD x 128 bytes a clock x 8 XCDs (CDNA3 white
@@ -178,10 +184,14 @@ ARCHES = {
         # the 6102 rows of bench/results/cuda-h100-all-candidates.csv
         # (gbps / copy_fraction): 2962 GB/s
         copy_bw=2.962e12,
-        # ~0.65 us loaded HBM3 latency (Hopper microbenchmark papers give
-        # an idle ~0.5-0.6 us; calibrated within that physical range on
-        # the PyFR-panel H100 times, bench/cost_validate.py)
-        latency_s=0.65e-6,
+        # CALIBRATED: the round trip of a load while the memory streams
+        # at full bandwidth (queues at the memory controllers): 1.5 us,
+        # 2.5x the idle ~0.6 us of Hopper microbenchmark papers.  First
+        # pick within 5 % of the best on the PyFR-walk H100 times
+        # (bench/cost_validate.py; gemm / ordered / walk files): 49/58/61
+        # % at 0.65 us, 65/63/66 % at 1.0, 88/64/65 % at 1.5, 86/62/63 %
+        # at 2.0
+        latency_s=1.5e-6,
         # ~0.2 us L2 hit (Chips and Cheese, H100: ~260 clocks near, more
         # across the two partitions)
         l2_latency_s=0.2e-6,
@@ -235,6 +245,12 @@ RELOAD_INFLIGHT = 4
 # Resident waves/warps per SIMD that keep its vector pipe busy: fewer
 # issue their instructions at that fraction of the peak rate
 BUSY_WAVES = 4
+
+# Unrolled code beyond the instruction cache issues at most this many
+# times slower (instructions stream in from L2 in whole lines, ahead of
+# use; the H100 streaming kernels of 6-12k instructions ran 1.5-3x below
+# their compute estimate)
+ICACHE_MISS_SLOWDOWN = 2.0
 
 # Terms overlap imperfectly: t = (sum of term**p)**(1/p) blends the
 # largest (p large) with the sum (p = 1)
@@ -583,7 +599,7 @@ def estimate(w, facts, a, n, moved_bytes=None):
     # unrolled code beyond the instruction cache issues at the rate its
     # misses are served
     code = facts.instructions if facts.instructions else w.code
-    busy /= max(1.0, code / a.icache_instr)
+    busy /= min(ICACHE_MISS_SLOWDOWN, max(1.0, code / a.icache_instr))
     dram = n*(w.dram_bytes + reread['dram'])
     # panels that fit in L2 are partly served from it
     resident = L2_RESIDENT*min(1.0, a.l2_size / dram)
