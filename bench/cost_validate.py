@@ -92,17 +92,25 @@ def spearman(x, y):
 
 
 def read_measured(path):
-    """{(op, n): [(variant, seconds, registers, local, shared)]}."""
+    """{(op, n, baked): [(variant, seconds, registers, local, shared)]}
+    of a candidates CSV of bench/pyfr_walk.py (n baked, ptxas facts
+    recorded) or of gimmik sweep / bench/cuda_bench.py (runtime n, kind
+    'gimmik', no facts)."""
     out = collections.defaultdict(list)
     with open(path) as f:
         for r in csv.DictReader(f):
+            if 'operator' in r:         # gimmik sweep's candidates.csv
+                if r.get('kind') != 'gimmik' or r.get('error'):
+                    continue
+                r = dict(r, op=r['operator'], variant=r['name'],
+                         kind='ours', status='ok', baked='')
             if r.get('kind', 'ours') != 'ours' or r.get('status') != 'ok':
                 continue
             try:
                 t = float(r['time_s'])
             except (TypeError, ValueError):
                 continue
-            out[r['op'], int(r['n'])].append(
+            out[r['op'], int(r['n']), r.get('baked', 'y') != ''].append(
                 (r['variant'], t, _int(r.get('registers')),
                  _int(r.get('local_mem')), _int(r.get('shared_mem'))))
     return out
@@ -140,18 +148,22 @@ def ptxas_facts(src, arch='sm_90'):
                                  int(spill.group(1)) if spill else 0)
 
 
-def validate(measured, ops, compile_facts=False, ns=None):
+def validate(measured, ops, facts_from='csv', ns=None):
     from gimmik.cuda import CUDAMatMul
+    from gimmik.tune import _ld_align      # the sweep's aligne rule
     from pyfr_walk import beta_of, split_name
     rows, unmapped = [], collections.Counter()
-    for (name, n), meas in sorted(measured.items()):
+    for (name, n, baked), meas in sorted(measured.items()):
         if ns and n not in ns:
             continue
         if name not in ops:
             unmapped['operator not in suite'] += len(meas)
             continue
         A, beta = ops[name], beta_of(name)
-        mm = CUDAMatMul(A, beta=beta, aligne=ALIGNE, n=n, ldb=n, ldc=n)
+        if baked:
+            mm = CUDAMatMul(A, beta=beta, aligne=ALIGNE, n=n, ldb=n, ldc=n)
+        else:      # the sweep's generator: runtime n, ldb = ldc = n
+            mm = CUDAMatMul(A, beta=beta, aligne=_ld_align(n, n))
         cands = mm.candidates(np.float64, compute_capability=(9, 0))
         by_variant = {c.variant: c for c in cands}
         items = []
@@ -160,7 +172,9 @@ def validate(measured, ops, compile_facts=False, ns=None):
             if c is None:
                 unmapped[variant.split('/')[0]] += 1
                 continue
-            if compile_facts or regs is None:
+            if facts_from == 'plan':
+                facts = cost.plan_facts(mm, c, np.float64)
+            elif facts_from == 'compile' or regs is None:
                 src, _ = mm.render(c, np.float64, 'gimmik_mm')
                 facts = ptxas_facts(src)
             else:
@@ -231,18 +245,21 @@ def main(argv=None):
     ap.add_argument('--name', default=None,
                     help='output name: cost-validation-h100-NAME.csv')
     ap.add_argument('--out-dir', default=os.path.join(HERE, 'results'))
-    ap.add_argument('--suite', default=os.path.join(HERE, 'operators',
-                                                    'pyfr-ops.npz'))
-    ap.add_argument('--compile', action='store_true',
-                    help="facts from nvcc -Xptxas -v on today's sources "
-                    "instead of the CSV's registers/local/shared")
+    ap.add_argument('--suite', nargs='+',
+                    default=[os.path.join(HERE, 'operators', 'pyfr-ops.npz')])
+    ap.add_argument('--facts', choices=('csv', 'compile', 'plan'),
+                    default='csv',
+                    help="compiler facts: the CSV's registers/local/shared "
+                    "(default; nvcc where the CSV has none), nvcc -Xptxas "
+                    "-v on today's sources, or the families' register "
+                    "estimates")
     ap.add_argument('--measure', action='store_true',
                     help='first time every candidate on the device with '
                     'bench/pyfr_walk.py at n ~ 110080 (needs a GPU)')
     ap.add_argument('--ops', nargs='+', default=['*'])
     ap.add_argument('--n', type=int, nargs='*', default=[110080],
                     help='only these n (default PyFR\'s 110080, where '
-                    'every candidate was timed; none: all)')
+                    'every candidate was timed; none given: all)')
     args = ap.parse_args(argv)
 
     paths = list(args.candidates)
@@ -250,7 +267,7 @@ def main(argv=None):
         name = f'pyfr-walk-cost-{args.name or "fresh"}'
         code = subprocess.call(
             [sys.executable, os.path.join(HERE, 'pyfr_walk.py'), '--ops',
-             *args.ops, '--suite', args.suite, '--out', args.out_dir,
+             *args.ops, '--suite', args.suite[0], '--out', args.out_dir,
              '--name', name, '--n', '110080', '--all-n', '110080'])
         if code:
             return code
@@ -258,12 +275,14 @@ def main(argv=None):
     if not paths:
         ap.error('give candidates CSVs or --measure')
 
-    with np.load(args.suite) as z:
-        ops = {k: z[k] for k in z.files}
+    ops = {}
+    for path in args.suite:
+        with np.load(path) as z:
+            ops.update({k: z[k] for k in z.files})
     measured = {}
     for p in paths:
         measured.update(read_measured(p))
-    rows, unmapped = validate(measured, ops, args.compile, set(args.n))
+    rows, unmapped = validate(measured, ops, args.facts, set(args.n))
     name = args.name or os.path.basename(paths[0]).replace(
         '-candidates.csv', '')
     out = os.path.join(args.out_dir, f'cost-validation-h100-{name}.csv')
