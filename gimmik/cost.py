@@ -684,23 +684,29 @@ def estimate_candidate(mm, cand, dtype, arch_name, n, facts=None):
 # -- the order ---------------------------------------------------------------
 
 # Among the first FIRST candidates at most MAX_PER_FAMILY of one family
-# while candidates of other families are left (PyFR times 8)
+# while candidates of other families are left (PyFR times 8) whose
+# estimate is within DIVERSE_WITHIN of the best: a family the estimate
+# puts that far behind is no hedge against its errors
 FIRST = 8
 MAX_PER_FAMILY = 3
+DIVERSE_WITHIN = 2.0
 
 
-def diverse(items, family_of, first=FIRST, per_family=MAX_PER_FAMILY):
+def diverse(items, family_of, first=FIRST, per_family=MAX_PER_FAMILY,
+            eligible=None):
     """items (best first) reordered so that among the first `first` no
-    family has more than per_family while another family still has
-    items; the rest keep their order."""
+    family has more than per_family while another family still has an
+    eligible item (eligible(x), default every item); the rest keep their
+    order."""
+    eligible = eligible or (lambda x: True)
     left, out, count = list(items), [], {}
     while left and len(out) < first:
-        others = {family_of(x) for x in left}
-        pick = next((x for x in left
-                     if count.get(family_of(x), 0) < per_family
-                     or len(others - {family_of(x)}) == 0
-                     or all(count.get(f, 0) >= per_family for f in others)),
-                    left[0])
+        def capped(x):
+            f = family_of(x)
+            return count.get(f, 0) >= per_family and any(
+                family_of(y) != f and eligible(y)
+                and count.get(family_of(y), 0) < per_family for y in left)
+        pick = next((x for x in left if not capped(x)), left[0])
         left.remove(pick)
         out.append(pick)
         count[family_of(pick)] = count.get(family_of(pick), 0) + 1
@@ -723,7 +729,10 @@ def rank(mm, cands, dtype, arch_name, n=None, facts=None):
         f = facts(c) if callable(facts) else (facts or {}).get(c.variant)
         out.append((estimate_candidate(mm, c, dtype, arch_name, n, f), i, c))
     out.sort(key=lambda x: (x[0].seconds, x[1]))
-    ordered = diverse(out, lambda x: x[2].family)
+    best = out[0][0].seconds if out else 0.0
+    ordered = diverse(out, lambda x: x[2].family,
+                      eligible=lambda x: x[0].seconds
+                      <= DIVERSE_WITHIN*best)
     return [(c, e) for e, _, c in ordered]
 
 

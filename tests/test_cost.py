@@ -289,3 +289,30 @@ def test_add_isa_estimates():
     for r in rows[:3]:
         assert r['est_us'] > 0 and 0 < r['est_copy_frac'] <= 1
     assert 'est_us' not in rows[3]
+
+
+def test_diverse_ignores_far_families():
+    # b's only item is not eligible (far behind in the estimate): a keeps
+    # the first places
+    items = [('a', i) for i in range(6)] + [('b', 0)]
+    out = cost.diverse(items, lambda x: x[0],
+                       eligible=lambda x: x[0] == 'a')
+    assert out == items
+    # eligible, b moves up to the fourth place
+    out = cost.diverse(items, lambda x: x[0])
+    assert out[3] == ('b', 0)
+
+
+def test_rank_keeps_far_families_back():
+    A = _op(96, 96)
+    mm = HIPMatMul(A, aligne=4, n=1 << 20, ldb=1 << 20, ldc=1 << 20)
+    cands = mm.candidates(np.float64, gcn_arch='gfx942')
+    ranked = cost.rank(mm, cands, np.float64, 'gfx942')
+    best = ranked[0][1].seconds
+    # a candidate placed ahead of a faster one of its own family only
+    # for diversity is within DIVERSE_WITHIN of the best
+    for i, (c, e) in enumerate(ranked[:8]):
+        faster_later = [x for x, f in ranked[i + 1:]
+                        if f.seconds < e.seconds]
+        if faster_later:
+            assert e.seconds <= cost.DIVERSE_WITHIN*best
