@@ -19,23 +19,27 @@ Three inputs:
 
 The shape is a roofline with latency hiding (:func:`estimate`):
 
-    t = launch + (sum of term**p)**(1/p),  p = OVERLAP_P = 2
+    t = launch + valu + (sum of the other terms**p)**(1/p),  p = 2
 
-over the terms dram (bytes / min(copy bandwidth, bytes in flight /
-latency), Little's law, round by round of resident blocks, the last
-partial round at its own rate; panels that fit in L2 partly served from
-it), l2 (bytes asked of L2: re-reads the resident blocks' working sets
-leave there, spills), lds (LDS/shared bytes, on NVIDIA with the global
-loads that share its data path), valu and matrix (flops over the peak
-rates; vector code of baked A at valu_reach of it), issue (instructions
-over the issue rate) and latency (rounds of resident blocks times the
-memory round trips a block waits for in turn).  The per-unit terms
-(lds, valu, issue) count the busiest unit's blocks (grid imbalance) and
-slow down with fewer than BUSY_WAVES resident waves a SIMD or unrolled
-code beyond the instruction cache.  The p-norm blends the largest term
-with the others: terms overlap imperfectly.  Each term is monotone: more
-bytes, fewer resident waves or more full waits never make a candidate
-faster.
+valu, the vector flops over the peak rate (unrolled baked-A code at
+valu_reach of it), adds: an unrolled streaming kernel's warp issues its
+FMAs after its loads return, in order (adding it rather than blending it
+raised the H100 first picks within 5 % by 2-10 points on every file,
+the 512 MiB holdout with plan facts from 74 to 84 %).  The other terms:
+dram (bytes / min(copy bandwidth, bytes in flight / latency), Little's
+law, round by round of resident blocks, the last partial round at its
+own rate; panels that fit in L2 partly served from it), l2 (bytes asked
+of L2: re-reads the resident blocks' working sets leave there, spills),
+lds (LDS/shared bytes, on NVIDIA with the global loads that share its
+data path), matrix (matrix flops over the peak rate), issue
+(instructions over the issue rate) and latency (rounds of resident
+blocks times the memory round trips a block waits for in turn); their
+p-norm blends the largest with the others: they overlap imperfectly.
+The per-unit terms (lds, valu, issue) count the busiest unit's blocks
+(grid imbalance) and slow down with fewer than BUSY_WAVES resident waves
+a SIMD or unrolled code beyond the instruction cache.  Each term is
+monotone: more bytes, fewer resident waves or more full waits never
+make a candidate faster.
 
 :func:`rank` orders candidates by the estimate, with at most
 MAX_PER_FAMILY of one family among the first FIRST candidates while other
@@ -188,9 +192,9 @@ ARCHES = {
         # at full bandwidth (queues at the memory controllers): 1.5 us,
         # 2.5x the idle ~0.6 us of Hopper microbenchmark papers.  First
         # pick within 5 % of the best on the PyFR-walk H100 times
-        # (bench/cost_validate.py; gemm / ordered / walk files): 49/58/61
-        # % at 0.65 us, 65/63/66 % at 1.0, 88/64/65 % at 1.5, 86/62/63 %
-        # at 2.0
+        # (bench/cost_validate.py; gemm / ordered / walk files): 59/57/61
+        # % at 0.65 us, 73/63/66 % at 1.0, 80/65/66 % at 1.2, 92/66/68 %
+        # at 1.5, 90/66/68 % at 2.0
         latency_s=1.5e-6,
         # ~0.2 us L2 hit (Chips and Cheese, H100: ~260 clocks near, more
         # across the two partitions)
@@ -252,8 +256,8 @@ BUSY_WAVES = 4
 # their compute estimate)
 ICACHE_MISS_SLOWDOWN = 2.0
 
-# Terms overlap imperfectly: t = (sum of term**p)**(1/p) blends the
-# largest (p large) with the sum (p = 1)
+# The terms besides the vector compute overlap imperfectly: their
+# (sum of term**p)**(1/p) blends the largest (p large) with the sum (p = 1)
 OVERLAP_P = 2
 
 # Share of the DRAM traffic L2 serves when a launch's panels (B and C) fit
@@ -619,7 +623,8 @@ def estimate(w, facts, a, n, moved_bytes=None):
         'latency': rounds*waits*_round_trip(w, a),
     }
     bound = max(terms, key=terms.get)
-    t = a.launch_s + sum(v**OVERLAP_P for v in terms.values()) \
+    t = a.launch_s + terms['valu'] + sum(
+        v**OVERLAP_P for k, v in terms.items() if k != 'valu') \
         ** (1.0 / OVERLAP_P)
     moved = moved_bytes if moved_bytes is not None else n*w.dram_bytes
     return Estimate(t, moved / a.copy_bw / t, bound, terms, per_unit)
