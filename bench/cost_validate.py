@@ -257,6 +257,10 @@ def main(argv=None):
                     help='first time every candidate on the device with '
                     'bench/pyfr_walk.py at n ~ 110080 (needs a GPU)')
     ap.add_argument('--ops', nargs='+', default=['*'])
+    ap.add_argument('--budget', type=float, default=480,
+                    help='--measure: start no operator after this many '
+                    'seconds (the walk resumes from its CSV when run '
+                    'again)')
     ap.add_argument('--n', type=int, nargs='*', default=[110080],
                     help='only these n (default PyFR\'s 110080, where '
                     'every candidate was timed; none given: all)')
@@ -268,7 +272,8 @@ def main(argv=None):
         code = subprocess.call(
             [sys.executable, os.path.join(HERE, 'pyfr_walk.py'), '--ops',
              *args.ops, '--suite', args.suite[0], '--out', args.out_dir,
-             '--name', name, '--n', '110080', '--all-n', '110080'])
+             '--name', name, '--n', '110080', '--all-n', '110080',
+             '--budget', str(args.budget)])
         if code:
             return code
         paths.append(os.path.join(args.out_dir, f'{name}-candidates.csv'))
