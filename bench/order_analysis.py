@@ -21,17 +21,18 @@ a time and reports how the left-out type fares.
 import argparse
 import collections
 import csv
+import gzip
 import os
 import sys
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
+if os.path.dirname(HERE) not in sys.path:
+    sys.path.insert(0, os.path.dirname(HERE))
 
-from pyfr_walk import (beta_of, pyfr_aligne, pyfr_nuq, pyfr_sends,  # noqa
-                       replay_walk, split_name)
+from bench.walk_replay import (beta_of, pyfr_aligne, pyfr_nuq,  # noqa
+                               pyfr_sends, replay_walk, split_name)
 from gimmik.cuda import CUDAMatMul  # noqa: E402
 import gimmik.order as gorder  # noqa: E402
 from gimmik.order import order_candidates  # noqa: E402
@@ -45,9 +46,11 @@ DATASETS = {'512mib': os.path.join(RESULTS, 'cuda-h100-candidates.csv'),
 
 def measured(path):
     """{op: [(variant, seconds)]} in the file's (offer) order; for a PyFR
-    walk file ({(op, n): ...}) only ours, at every n it holds."""
+    walk file ({(op, n): ...}) only ours, at every n it holds; a path
+    ending .gz is read through gzip."""
     out = collections.defaultdict(list)
-    with open(path) as f:
+    opener = gzip.open if path.endswith('.gz') else open
+    with opener(path, 'rt', newline='') as f:
         for r in csv.DictReader(f):
             if r.get('kind', 'ours') != 'ours':
                 continue
@@ -103,7 +106,8 @@ def analyse_op(name, A, rows, reorder, n=None):
     best_v, best_t = min(rows, key=lambda x: x[1])
     order = [c.variant for c in cands]
     info = mm.info
-    return {'op': name, 'n': n or '', 'm': info.m, 'k': info.k, 'nnz': info.nnz,
+    return {'op': name, 'n': n or '', 'm': info.m, 'k': info.k,
+            'nnz': info.nnz,
             'density': round(info.density, 4), 'nuq': pyfr_nuq(A),
             'sends': pyfr_sends(A), 'used_k': round(len(info.bix)/info.k, 3),
             'zero_rows': len(info.zero_rows), 'ncand': len(cands),

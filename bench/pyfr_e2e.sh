@@ -7,11 +7,15 @@
 # CASES: ETYPE:N:ORDER (box meshes of N^3 cubes made by the pyfr-client's pyfr_case.py, one
 # imported mesh per case shared by every package, so solutions compare element by element).
 # PACKAGES: labels run in this order each repetition: ours, up, and ours-relax / up-relax (PyFR's
-# dense filter off: every constant operator goes to the generator).  The first process of each
+# dense filter off: every constant operator goes to the generator); LABEL+CUT (e.g. ours+proposal,
+# ours-relax+proposal) runs LABEL's package with a cut of bench/pyfr_startup.py applied to its
+# offer (pyfr_steps.py --cut), to measure it before the table changes.  The first process of each
 # (case, package) starts with an empty PyFR kernel cache (cold start-up); later ones reuse it.
-# Needs the wheels of PyFR 3.1 and its dependencies (WHEELS, default .whl/pyfr, holding
-# gimmik-4.0), this package's wheel (OURS, default .whl/ours/gimmik-*.whl) and the client's case
-# maker (CLIENT, default .pyfr-client).  Writes DIR/pyfr-e2e.csv, DIR/compare.csv (each final
+# Needs the wheels of PyFR 3.1 and its dependencies and of this package's (WHEELS, default
+# .whl/pyfr, holding gimmik-4.0 and tqdm: the pyfr-client's download command with tqdm added),
+# this package's wheel (OURS, default .whl/ours/gimmik-*.whl) and the client's case maker
+# (CLIENT, default .pyfr-client).  Each venv gets PyFR and its gimmik in one `pip install`, as a
+# user installs them (no --no-deps), and must pass `pip check`.  Writes DIR/pyfr-e2e.csv, DIR/compare.csv (each final
 # solution against upstream's as shipped), DIR/picks-*.json (every walk PyFR timed).
 set -u
 CASES=${1:?cases}; PKGS=${2:-"ours up"}; REPS=${3:-2}
@@ -30,13 +34,16 @@ for lib in nvrtc cublasLt; do
   fi
 done
 
-venv() {  # venv LABEL -> path of a PyFR venv holding that label's package
-  local label=$1 v=/tmp/pyfr-e2e-$1 whl=$UP
+venv() {  # venv LABEL[+CUT] -> path of a PyFR venv holding that label's package
+  local label=${1%%+*}; local v=/tmp/pyfr-e2e-$label whl=$UP
   case $label in ours*) whl=$OURS ;; esac
   if [ ! -x $v/bin/pyfr ]; then
     python3 -m venv $v
-    $v/bin/pip install -q --no-index --find-links "$WHEELS" pyfr==3.1 mpich 2>&1 | grep -iv warning | tail -3 >&2
-    $v/bin/pip install -q --no-deps --force-reinstall "$whl" 2>&1 | grep -iv warning | tail -3 >&2
+    # one command, as a user installs it: pip resolves PyFR's gimmik>=3.2.1
+    # against the wheel named (ours: 4.0+<release>; upstream: 4.0)
+    $v/bin/pip install -q --no-index --find-links "$WHEELS" \
+        pyfr==3.1 mpich "$whl" 2>&1 | grep -iv warning | tail -3 >&2
+    $v/bin/pip check >&2 || { echo "pip check failed in $v" >&2; exit 2; }
     local prov; prov=$($v/bin/python -c "import pyfr.backends.cuda.gimmik as g; print(g.__file__)")
     case $label in *-relax) sed -i 's/if nuq > 28 and nnz/if False and nnz/' "$prov" ;; esac
     grep -q "nnz / arr.size > 0.15" "$prov" || { echo "unexpected PyFR provider: $prov" >&2; exit 2; }
@@ -62,6 +69,7 @@ for c in $CASES; do
       ( cd $W && XDG_CACHE_HOME=$x timeout 500 $v/bin/python "$HERE/pyfr_steps.py" \
           $M/mesh.pyfrm $M/case.ini --label $pkg --case "$ET-$N-p$P-$cache" --csv "$OUTD/pyfr-e2e.csv" \
           --steps $STEPS --reps $SEGS --soln /tmp/pyfr-soln/$ET-$N-$P-$pkg.npy \
+          $(case $pkg in *+*) echo --cut "${pkg#*+}" ;; esac) \
           $([ $r = 1 ] && echo --picks "$OUTD/picks-$ET-$N-p$P-$pkg.json") ) 2>&1 | tail -2
     done
   done

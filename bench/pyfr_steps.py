@@ -3,6 +3,7 @@ environment holds (run it with the Python of a PyFR venv, never gimmik's).
 
     python pyfr_steps.py MESH.pyfrm CASE.ini --label L --case C --csv F
         [--steps 200] [--reps 3] [--warm 20] [--soln F.npy] [--picks F.json]
+        [--cut NAME]
     python pyfr_steps.py --compare A.npy B.npy
 
 The solver is built as `pyfr run -b cuda` builds it; the clock starts when
@@ -51,8 +52,8 @@ class WalkLog:
     """Wraps the provider's generator class and its mul() to record what
     PyFR times and keeps, per operator."""
 
-    def __init__(self, prov_mod):
-        self.walks, self.calls = [], []
+    def __init__(self, prov_mod, cut=None):
+        self.walks, self.calls, self.cut = [], [], cut
         self._install(prov_mod)
 
     def _install(self, prov):
@@ -66,7 +67,11 @@ class WalkLog:
             def kernels(self, *args, **kwargs):
                 walk = {'shape': self._recorded_shape, 'cands': []}
                 log.walks.append(walk)
-                inner = super().kernels(*args, **kwargs)
+                if log.cut:
+                    from pyfr_startup import cut_kernels
+                    inner = cut_kernels(self, log.cut, *args, **kwargs)
+                else:
+                    inner = super().kernels(*args, **kwargs)
                 fb = None
                 while True:
                     try:
@@ -122,6 +127,10 @@ def main(argv=None):
                     help='PyFR backend (the walk is recorded on cuda only)')
     ap.add_argument('--soln', default=None, help='save the final solution')
     ap.add_argument('--picks', default=None, help='JSON of every walk')
+    ap.add_argument('--cut', default=None,
+                    help="a cut of bench/pyfr_startup.py's CUTS applied to "
+                    "this package's kernels() (measures it before the table "
+                    "changes)")
     args = ap.parse_args(argv)
     if args.compare:
         compare(*args.compare)
@@ -139,7 +148,7 @@ def main(argv=None):
     from pyfr.solvers import get_solver
     import gimmik
 
-    log = WalkLog(prov)
+    log = WalkLog(prov, args.cut)
     init_mpi()
     cfg = Inifile.load(args.ini)
     sect = 'solver-time-integrator'

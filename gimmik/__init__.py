@@ -3,7 +3,10 @@ for a small constant operator matrix A and wide panels B and C."""
 
 import importlib
 
-__version__ = '0.1.0'
+# PEP 440: the public part is the upstream GiMMiK API this package is a
+# drop-in for (what PyFR's `gimmik>=...` requirement is checked against);
+# the local label after '+' is this package's own release number.
+__version__ = '4.0+0.1.0'
 
 from gimmik.hip import HIPMatMul  # noqa: E402
 from gimmik.validate import check_kname, check_matrix, check_scalar  # noqa: E402,E501

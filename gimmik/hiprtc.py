@@ -18,7 +18,7 @@ import re
 import struct
 import threading
 
-from gimmik.errors import RuntimeUnavailable
+from gimmik.errors import MissingExtra, RuntimeUnavailable
 from gimmik.validate import GFX_ARCH as _ARCH, check_kname
 
 LIB_ENV = 'GIMMIK_HIPRTC_LIB'
@@ -156,12 +156,14 @@ def hip_python(module, libname):
     """hip-python's `module` ('hiprtc', 'hip'), imported (its library is
     loaded lazily, at the first call), and the path of `libname` in the
     rocm-sdk wheels hip-python may come with ('' when there are none).
-    Raises RuntimeUnavailable when hip-python is not installed."""
+    Raises MissingExtra (a RuntimeUnavailable) naming the `hip` extra when
+    hip-python is not installed."""
     try:
         mod = getattr(__import__('hip', fromlist=[module]), module)
     except (ImportError, AttributeError) as e:
-        raise RuntimeUnavailable(f'hip-python is not installed ({e}); '
-                                 f'pip install hip-python') from e
+        user = 'HIP runtime' if module == 'hip' else 'hiprtc compiler'
+        raise MissingExtra('hip-python', 'hip', f"gimmik's {user}",
+                           str(e)) from e
     try:
         from rocm.bindings.util.paths import get_library_path
         own = os.fsdecode(get_library_path(libname))

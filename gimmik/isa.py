@@ -370,6 +370,9 @@ COLUMNS = [
     ('lgkm0', 6, lambda r: r['lgkmcnt0']),
     ('early', 6, lambda r: r['early_waits']),
     ('instr', 7, lambda r: r['instructions']),
+    # gimmik.cost's estimate for the report's n columns
+    ('est_us', 9, lambda r: r.get('est_us', '-')),
+    ('est_copy', 9, lambda r: r.get('est_copy_frac', '-')),
 ]
 
 
@@ -401,7 +404,9 @@ def add_arguments(p):
                    help='row strides are a multiple of this many elements '
                         '(default 4; odd values disable the width-2 kernels)')
     p.add_argument('--n', type=int, default=None,
-                   help='bake this n into the kernels (with ldb = ldc = n)')
+                   help='bake this n into the kernels (with ldb = ldc = n); '
+                        'also the columns of the estimate (default '
+                        'gimmik.cost.DEFAULT_N)')
     p.add_argument('--family', action='append', default=None,
                    help='only the candidates of this family (repeatable)')
     p.add_argument('--jobs', type=int, default=None,
@@ -420,6 +425,15 @@ def candidate_sources(A, arches, dtype='float64', beta=0.0, aligne=None,
     return [(meta['variant'], arch, src) for arch in arches
             for src, meta in mm.kernels(dtype, gcn_arch=arch)
             if not families or meta['tplname'] in families]
+
+
+def _add_estimates(A, rows, args):
+    """gimmik.cost's estimate of each row (est_us, est_copy_frac)."""
+    from gimmik import cost
+    from gimmik.hip import HIPMatMul
+    sizes = dict(n=args.n, ldb=args.n, ldc=args.n) if args.n else {}
+    mm = HIPMatMul(A, beta=args.beta, aligne=args.aligne, **sizes)
+    cost.add_isa_estimates(mm, rows, args.dtype, args.n)
 
 
 def run(args):
@@ -446,6 +460,7 @@ def run(args):
                          'error': str(rep)})
         else:
             rows.append({'variant': variant, **rep, 'arch': arch})
+    _add_estimates(A, rows, args)
 
     if args.json:
         print(json.dumps({'operator': name, 'shape': list(A.shape),

@@ -59,6 +59,79 @@ def rng(request):
     return np.random.default_rng([seed, abs(hash(request.node.name)) % 2**32])
 
 
+# -- operators and options shared by the argument-check tests ---------------
+PLATFORM_OPTS = {'c': {}, 'hip': {'gcn_arch': 'gfx90a'},
+                 'cuda': {'compute_capability': (9, 0)}}
+
+
+A_SMALL = np.array([[0.5, 0, 2.0], [0, -1.0, 0], [1.5, 0, 0.25],
+                    [0, 3.0, 0]])
+
+
+@pytest.fixture(params=sorted(PLATFORM_OPTS))
+def platform(request):
+    return request.param
+
+
+# -- the real tuner on the c platform, fast -----------------------------------
+@pytest.fixture
+def fast_tune(tmp_path, monkeypatch):
+    monkeypatch.setenv('GIMMIK_CACHE_DIR', str(tmp_path / 'cache'))
+    monkeypatch.setattr('gimmik.tune.WARMUP', 1)
+    monkeypatch.setattr('gimmik.tune.REPEATS', 3)
+    monkeypatch.setattr('gimmik.tune.COPY_BYTES', (1 << 20, 1 << 20))
+    return tmp_path / 'cache'
+
+
+# -- a sweep of three operators with a stand-in tuner -------------------------
+class _Rt:
+    name = 'fake'
+    device = 'Fake Device'
+
+
+def _fake_tune(calls):
+    from types import SimpleNamespace
+
+    def tune(A, *, beta, dtype, n, platform, runtime, use_cache, name,
+             progress=None):
+        calls.append(name)
+        t = 1e-6*(1 + np.count_nonzero(A))
+        best = {'variant': 'cstream', 'time_s': t, 'gbps': 1.0}
+        return SimpleNamespace(
+            platform=platform, device=runtime.device, dtype=dtype, beta=beta,
+            n=n, best=best, vendor={'time_s': 2*t}, copy_gbps=50.0,
+            candidates=[{'variant': 'cstream', 'time_s': t,
+                         'correct': True}], use_vendor=False,
+            to_json=lambda: {'name': name})
+    return tune
+
+
+OPS3 = 'p1-quad-m0,p1-quad-m3,p1-tri-m0'
+
+
+def _sweep(out, calls):
+    from gimmik.sweep import sweep
+    return sweep(out, ops=OPS3, n=64, runtime=_Rt(), tune=_fake_tune(calls))
+
+
+# -- no source for bad input --------------------------------------------------
+@pytest.fixture
+def no_source(request, monkeypatch):
+    """Fail a test that uses it (the bad-input tests) if it renders a
+    template or compiles a kernel (unless it asks for render_allowed)."""
+    import mako.template
+    if 'render_allowed' in request.fixturenames:
+        return
+
+    def rendered(*args, **kwargs):
+        raise AssertionError('source was rendered for a bad input')
+
+    monkeypatch.setattr(mako.template.Template, 'render', rendered)
+    # the executor neither builds nor loads a kernel
+    monkeypatch.setattr('gimmik.emulate.subprocess.run', rendered)
+    monkeypatch.setattr('gimmik.emulate.ctypes.CDLL', rendered)
+
+
 @pytest.fixture(autouse=True)
 def confirmed_verdicts(monkeypatch):
     """Timings on a shared test machine are noise: every tuning verdict

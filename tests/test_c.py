@@ -10,7 +10,8 @@ import re
 import numpy as np
 import pytest
 
-from conftest import Panels, random_operator
+import gimmik
+from conftest import A_SMALL, Panels, random_operator
 from gimmik import CMatMul
 from gimmik.base import MatMul
 from gimmik.analysis import analyse
@@ -19,6 +20,7 @@ from gimmik.c import (BSTREAM_MAX_NNZ, CANDIDATES, MAX_SCRATCH,
 from gimmik.families.rowblock import (ROWBLOCK_PACK, ROWBLOCK_VECTOR,
                                       rowblock_width)
 from gimmik.runtime import RuntimeUnavailable, get_runtime
+from gimmik.runtime.c import Runtime as CRuntime
 
 
 @pytest.fixture(scope='module')
@@ -310,3 +312,16 @@ def test_rowblock_rows_fill_whole_vectors():
             assert p['vw']*size % ROWBLOCK_VECTOR == 0, p
             # the packed block is a whole number of register tiles
             assert rowblock_width(100, p['width'], p['vw'], size) % p['vw'] == 0
+
+
+# -- kernel names -------------------------------------------------------------
+@pytest.mark.parametrize('kname', ['b', 'n', 'ldc', 'copy_kernel'])
+def test_ordinary_knames_build_and_run_on_c(rng, kname):
+    """Names that happen to match a kernel's parameters or locals still
+    build and compute the right thing."""
+    rt = CRuntime()
+    mm = gimmik.CMatMul(A_SMALL)
+    for src, meta in mm.kernels(np.float64, kname=kname):
+        p = Panels(rng, A_SMALL, 0.0, np.float64, 37, 40, 41)
+        rt.compile(src, meta)(p.bfull, p.cfull, 37, 40, 41)
+        p.check(f'{kname} {meta["variant"]}')

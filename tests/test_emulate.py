@@ -4,6 +4,7 @@ LDS, and the errors it reports instead of hanging."""
 import numpy as np
 import pytest
 
+from bad_inputs import BAD_KNAMES, PANELS, _ids, raises_naming
 from conftest import Panels
 from gimmik import HIPMatMul
 from gimmik.emulate import EmulatorError, run_hip
@@ -126,6 +127,47 @@ def test_kernel_name_comes_from_meta(rng):
     p = Panels(rng, A, 0.0, np.float64, 5)
     run_hip(src, meta, p.b, p.c)
     p.check('kname from meta')
+
+
+# -- bad input: run_hip -------------------------------------------------------
+@pytest.fixture(scope='module')
+def hip_kernels():
+    """(src, meta) of a runtime-n kernel, a baked-n one and an aligned one;
+    rendered before the no_source patch applies to the test."""
+    from gimmik.hip import HIPMatMul
+    A = np.array([[1.0, 2.0], [0.0, 3.0], [1.0, 1.0]])
+    out = {}
+    for key, kw in (('runtime', {}), ('baked', dict(n=8, ldb=8, ldc=8)),
+                    ('aligned', dict(aligne=2))):
+        out[key] = next(HIPMatMul(A, **kw).kernels(np.float64))
+    return out
+
+
+@pytest.mark.usefixtures('no_source')
+@pytest.mark.parametrize('label,kernel,b,c,exc,arg', PANELS,
+                         ids=_ids(PANELS))
+def test_run_hip_rejects_panels(hip_kernels, label, kernel, b, c, exc, arg):
+    from gimmik.emulate import run_hip
+    src, meta = hip_kernels[kernel]
+    cbefore = c.copy() if isinstance(c, np.ndarray) else None
+    with raises_naming(exc, arg):
+        run_hip(src, meta, b, c)
+    if cbefore is not None:
+        assert np.array_equal(c, cbefore, equal_nan=True)
+
+
+# kname=None means "the name in meta" for run_hip
+RUN_HIP_BAD_KNAMES = [x for x in BAD_KNAMES if x[1] is not None]
+
+
+@pytest.mark.usefixtures('no_source')
+@pytest.mark.parametrize('label,kname,exc', RUN_HIP_BAD_KNAMES,
+                         ids=_ids(RUN_HIP_BAD_KNAMES))
+def test_run_hip_rejects_kname(hip_kernels, label, kname, exc):
+    from gimmik.emulate import run_hip
+    src, meta = hip_kernels['runtime']
+    with raises_naming(exc, 'kname'):
+        run_hip(src, meta, np.ones((2, 4)), np.zeros((3, 4)), kname=kname)
 
 
 # -- the executor's build: stack sized from the kernel, compiler commands --

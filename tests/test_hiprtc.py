@@ -12,6 +12,8 @@ import subprocess
 import numpy as np
 import pytest
 
+from bad_inputs import (BAD_ARCHES, BAD_KNAMES, BAD_SOURCES, _ids,
+                        raises_naming)
 from conftest import random_operator
 from gimmik import hiprtc
 from gimmik.runtime import RuntimeUnavailable
@@ -188,3 +190,29 @@ def test_rocm_path_is_restored(monkeypatch):
     assert os.environ['ROCM_PATH'] == 'mine'
     with rocm_path(None):
         assert os.environ['ROCM_PATH'] == 'mine'
+
+
+# -- bad input ----------------------------------------------------------------
+@pytest.mark.usefixtures('no_source')
+@pytest.mark.parametrize('label,arch', BAD_ARCHES, ids=_ids(BAD_ARCHES))
+def test_compile_hip_rejects_arch(label, arch):
+    hiprtc = pytest.importorskip('gimmik.hiprtc')
+    with raises_naming((ValueError, TypeError), 'arch'):
+        hiprtc.compile_hip('extern "C" __global__ void k() {}', arch, 'k')
+
+
+@pytest.mark.usefixtures('no_source')
+@pytest.mark.parametrize('label,src,exc', BAD_SOURCES, ids=_ids(BAD_SOURCES))
+def test_compile_hip_rejects_src(label, src, exc):
+    hiprtc = pytest.importorskip('gimmik.hiprtc')
+    with raises_naming(exc, 'src'):
+        hiprtc.compile_hip(src)
+
+
+@pytest.mark.usefixtures('no_source')
+@pytest.mark.parametrize('label,kname,exc', BAD_KNAMES, ids=_ids(BAD_KNAMES))
+def test_compile_hip_rejects_kname(label, kname, exc):
+    hiprtc = pytest.importorskip('gimmik.hiprtc')
+    with raises_naming(exc, 'kname'):
+        hiprtc.compile_hip('extern "C" __global__ void k() {}', 'gfx90a',
+                           kname)

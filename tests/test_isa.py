@@ -13,6 +13,7 @@ import json
 import numpy as np
 import pytest
 
+from bad_inputs import BAD_ARCHES, BAD_SOURCES, _ids, raises_naming
 from conftest import random_operator
 from gimmik import isa
 from gimmik.runtime import RuntimeUnavailable
@@ -458,3 +459,20 @@ def test_malformed_cache_entry_is_made_again(monkeypatch, tmp_path, entry):
     assert isa.inspect(src, 'gfx942') == first
     isa._memo.clear()
     assert isa.inspect(src, 'gfx942') == first    # rewritten
+
+
+# -- bad input ----------------------------------------------------------------
+@pytest.mark.usefixtures('no_source')
+@pytest.mark.parametrize('label,arch', BAD_ARCHES, ids=_ids(BAD_ARCHES))
+def test_isa_inspect_rejects_arch(label, arch):
+    isa = pytest.importorskip('gimmik.isa')
+    with raises_naming((ValueError, TypeError), 'arch'):
+        isa.inspect('extern "C" __global__ void k() {}', arch)
+
+
+@pytest.mark.usefixtures('no_source')
+@pytest.mark.parametrize('label,src,exc', BAD_SOURCES, ids=_ids(BAD_SOURCES))
+def test_isa_inspect_rejects_src(label, src, exc):
+    isa = pytest.importorskip('gimmik.isa')
+    with raises_naming(exc, 'src'):
+        isa.inspect(src, 'gfx942')

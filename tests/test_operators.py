@@ -240,6 +240,34 @@ def test_env_override(tmp_path, monkeypatch):
     assert load_operator('b')[1].shape == (2, 3)
 
 
+# -- MatrixMarket files that cannot be an operator ----------------------------
+@pytest.mark.parametrize('body, match', [
+    ('coordinate real symmetric\n2 3 1\n2 1 1.0\n', 'square'),
+    ('coordinate real symmetric\n3 2 1\n3 1 1.0\n', 'square'),
+    ('coordinate real skew-symmetric\n2 3 1\n2 1 1.0\n', 'square'),
+    ('coordinate real skew-symmetric\n3 2 1\n3 2 1.0\n', 'square'),
+    ('coordinate real symmetric\n2 2 1\n1 2 1.0\n', 'below the diagonal'),
+    ('coordinate real skew-symmetric\n2 2 1\n1 1 1.0\n',
+     'below the diagonal'),
+    ('array real skew-symmetric\n2 3\n1\n', 'square'),
+])
+def test_mtx_symmetry_needs_a_square_lower_triangle(tmp_path, body, match):
+    from gimmik.operators import read_mtx
+    path = tmp_path / 'a.mtx'
+    path.write_text('%%MatrixMarket matrix ' + body)
+    with pytest.raises(ValueError, match=match):
+        read_mtx(path)
+
+
+def test_absurd_mtx_refused(tmp_path):
+    from gimmik.operators import read_mtx
+    path = tmp_path / 'a.mtx'
+    path.write_text('%%MatrixMarket matrix coordinate real general\n'
+                    '20000 3 1\n1 1 1.0\n')
+    with pytest.raises(ValueError, match='at most'):
+        read_mtx(path)
+
+
 def test_npz_keys_that_make_one_name_refused(tmp_path):
     """x/m0, x_m0 and 'x m0' all sanitise to x_m0: never merged."""
     path = tmp_path / 'clash.npz'

@@ -2,27 +2,22 @@
 against the recorded H100 candidate times with PyFR's walk replayed."""
 
 import os
-import sys
 
 import numpy as np
 import pytest
 
+from bench import order_analysis as oa
 from gimmik.analysis import analyse
 from gimmik.base import Candidate
 from gimmik.cuda import CUDAMatMul
 from gimmik.order import _mblock_groups, order_candidates
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'bench'))
-
-import order_analysis as oa  # noqa: E402
+FIXTURES = os.path.join(ROOT, 'tests', 'fixtures')
 
 OPS = os.path.join(ROOT, 'bench', 'operators', 'pyfr-ops.npz')
-TIMES = os.path.join(ROOT, 'bench', 'results', 'cuda-h100-candidates.csv')
-
-
-PYFR_TIMES = os.path.join(ROOT, 'bench', 'results',
-                          'pyfr-walk-h100-candidates.csv')
+TIMES = os.path.join(FIXTURES, 'h100-512mib-times.csv.gz')
+PYFR_TIMES = os.path.join(FIXTURES, 'h100-pyfr-panel-times.csv.gz')
 PYFR_N = 110080
 
 

@@ -1,19 +1,13 @@
 """The walk log of bench/pyfr_steps.py (CPU only, a stand-in for PyFR's
 CUDA provider module driving this package's CUDAMatMul)."""
 
-import os
-import sys
 import types
 
 import numpy as np
 
+from bench import pyfr_steps
 from conftest import random_operator
 from gimmik.cuda import CUDAMatMul
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'bench'))
-
-import pyfr_steps  # noqa: E402
 
 
 class _Mat:
@@ -78,3 +72,25 @@ def test_compare_reports_the_relative_difference(tmp_path, capsys):
     rel = pyfr_steps.compare(a, b)
     assert 0.9e-12 < rel < 1.1e-12
     assert 'max |a - b|' in capsys.readouterr().out
+
+
+def test_walk_log_applies_a_cut():
+    """--cut: the provider's walk is offered the cut's candidates."""
+    import pyfr_startup
+    # dense, 4675 non-zeros
+    A = np.load(os.path.join(ROOT, 'bench', 'operators',
+                             'pyfr-ops.npz'))['p4-pyr-m0']
+    a = _Mat(*A.shape, mid=0)
+    a.A = A
+    walks = {}
+    for cut in (None, 'dense-mma2'):
+        prov = _provider()
+        log = pyfr_steps.WalkLog(prov, cut)
+        prov.CUDAGiMMiKKernels().mul(a, _Mat(A.shape[1], 1024),
+                                     _Mat(A.shape[0], 1024))
+        walks[cut] = [c['variant'] for c in log.walks[0]['cands']]
+    mm = CUDAMatMul(A, n=1024, ldb=1024, ldc=1024)
+    want = [c.variant for c in pyfr_startup.offered(mm, 'dense-mma2', None)]
+    assert walks['dense-mma2'] == want[:8]
+    # dense and large: two candidates (tensor-core tiles where offered)
+    assert len(walks['dense-mma2']) == 2 < len(walks[None])

@@ -1,5 +1,6 @@
-"""The PyFR provider replay of bench/pyfr_walk.py (CPU only, fake timers)
-and the loader that puts upstream GiMMiK beside this package."""
+"""The PyFR provider replay of bench/walk_replay.py (CPU only, fake
+timers), the render step of bench/walk_timing.py and the loader that puts
+upstream GiMMiK beside this package (bench/upstream.py)."""
 
 import os
 import sys
@@ -8,14 +9,13 @@ import textwrap
 import numpy as np
 import pytest
 
+from bench import upstream as upl
+from bench import walk_replay as pw
+from bench.walk_timing import _render_compile, src_key
 from gimmik.base import Candidate, MatMul, PRUNE_FACTOR
 from gimmik.cuda import CUDAMatMul
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'bench'))
-
-import pyfr_walk as pw  # noqa: E402
-import upstream as upl  # noqa: E402
 
 
 class Table(MatMul):
@@ -149,13 +149,13 @@ def test_served_render_walks_like_the_real_one():
     n = pw.pyfr_panel(20480, 4)[1]
     mm = CUDAMatMul(A, aligne=pw.pyfr_aligne(), n=n, ldb=n, ldc=n)
     cands = mm.candidates(np.float64, compute_capability=(9, 0))
-    results = [pw._render_compile(
+    results = [_render_compile(
         lambda c=c: mm.render(c, np.float64, 'k'), (9, 0))
         for c in cands[:3]]
     extra = []
 
     def compile_extra(render):
-        r = pw._render_compile(render, (9, 0))
+        r = _render_compile(render, (9, 0))
         extra.append(r)
         return r
     served = pw.Served(results, compile_extra)
@@ -164,7 +164,7 @@ def test_served_render_walks_like_the_real_one():
     got = list(mm2.kernels(np.float64, kname='k', compute_capability=(9, 0)))
     want = list(mm.kernels(np.float64, kname='k', compute_capability=(9, 0)))
     assert [m for _, m in got] == [m for _, m in want]
-    assert [s for s, _ in got] == [pw.src_key(s) for s, _ in want]
+    assert [s for s, _ in got] == [src_key(s) for s, _ in want]
     assert len(extra) == len(cands) - 3
 
 
@@ -271,3 +271,116 @@ def test_upstream_wheel_side_by_side(monkeypatch):
     finally:
         for k in [k for k in sys.modules if upl._is_pkg(k, upl.UP_NAME)]:
             del sys.modules[k]
+
+
+# -- bench/pyfr_walk.py's run_one over a stand-in device ---------------------
+
+class _FakeDevice:
+    """Loads a 'cubin' (the variant's name), times a launch by the table
+    `times` (by variant), checks nothing."""
+    name, cc = 'fake', (9, 0)
+
+    def __init__(self, times):
+        self.times, self.last = times, None
+        self.stream = self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def load(self, cubin, kname):
+        return cubin, {'registers': 32, 'local_mem': 0, 'shared_mem': 0}
+
+    def launch(self, fn, meta, b, c):
+        self.last = self.times[fn]
+
+    def time_pyfr(self, fn, meta, b, c):
+        return self.times[fn]
+
+    def time_median(self, launches, repeats):
+        out = []
+        for f in launches:
+            f()
+            out.append(self.last)
+        return out
+
+
+class _FakePanels:
+    def __init__(self, dev, A, beta, n, seed):
+        self.b = self.c = None
+
+    def check(self, run):
+        run()
+        return 0.0
+
+    def free(self):
+        pass
+
+
+class _Done:
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
+
+
+class _UpstreamMatMul:
+    """Upstream's shape: kernels() renders through _render_kernel."""
+
+    def __init__(self, A, **kw):
+        pass
+
+    def kernels(self, dtype, kname, compute_capability):
+        for t in ('cstream', 'bstream'):
+            yield self._render_kernel(dtype, t, {}), {'tplname': t}
+
+
+def test_run_one_records_both_walks(tmp_path, monkeypatch):
+    from bench import pyfr_walk
+    name = 'p1-quad-m0'
+    A = np.load(os.path.join(ROOT, 'bench', 'operators',
+                             'pyfr-ops.npz'))[name]
+    n = pw.pyfr_panel(20480, 4)[1]
+    mm = pw.ours_mm(A, 0.0, n)
+    cands = mm.candidates(np.float64, compute_capability=(9, 0))
+    rng = np.random.default_rng(3)
+    times = {c.variant: float(rng.uniform(1e-5, 3e-5)) for c in cands}
+    times.update(up_cstream=2e-5, up_bstream=1e-5)
+    results = []
+    for c in cands:
+        src, meta = mm.render(c, np.float64, pw.kname_of(A))
+        results.append({'key': src_key(src), 'meta': meta,
+                        'cubin': c.variant, 'compile_s': 0.5,
+                        'error': None})
+    up_results = [{'key': f'up{i}', 'meta': {'tplname': t},
+                   'cubin': f'up_{t}', 'compile_s': 0.25, 'error': None}
+                  for i, t in enumerate(('cstream', 'bstream'))]
+    monkeypatch.setattr(pyfr_walk, 'Panels', _FakePanels)
+    monkeypatch.setitem(sys.modules, 'gimmik_up', type(sys)('gimmik_up'))
+    sys.modules['gimmik_up'].CUDAMatMul = _UpstreamMatMul
+    args = type('Args', (), {'runtime': None, 'repeats': 3})()
+    cand_out = str(tmp_path / 'cands.csv')
+
+    row = pyfr_walk.run_one(_FakeDevice(times), name, A, n, len(cands),
+                            [_Done(results)], _Done(up_results), True,
+                            (9, 0), args, cand_out)
+
+    walk = pw.replay_walk(mm.kernels(np.float64, compute_capability=(9, 0)),
+                          lambda s, m: times[m['variant']])
+    pick = pw.walk_pick(walk)[0]
+    best = min(times[c.variant] for c in cands)
+    assert row['walk_pick'] == pick and row['nfail'] == 0
+    assert times[row['all_best']] == best
+    assert row['walk_over_all'] == f'{times[pick] / best:.4f}'
+    # upstream's walk: bstream is below 0.95 of cstream, so it is the pick
+    assert row['up_walk_pick'] == 'bstream' and row['up_nwalk'] == 2
+    assert row['ours_over_up'] == f'{times[pick] / 1e-5:.4f}'
+    assert row['walk_seen'] == ' '.join(v for v, _ in walk['seen'])
+    assert row['ours_compile_s'] == f'{0.5 * len(walk["seen"]):.3f}'
+    assert row['up_compile_s'] == '0.500' and row['vendor_time_s'] == ''
+    with open(cand_out) as f:
+        rows = f.read().splitlines()
+    assert len(rows) == 1 + len(cands) + 2

@@ -1,10 +1,12 @@
 """gimmik report: Markdown numbers and PNG plots from a sweep table."""
 
 import builtins
+import os
 
 import numpy as np
 import pytest
 
+from conftest import _sweep
 from gimmik.report import (geomean, group_of, markdown, md_escape, report,
                            summarise)
 from gimmik.sweep import COLUMNS, write_tables
@@ -168,3 +170,53 @@ def test_cli(tmp_path, rows, capsys):
     assert 'report.md' in capsys.readouterr().out
     assert np.all([(tmp_path / p).exists() for p in
                    ('bandwidth.png', 'speedup.png', 'roofline.png')])
+
+
+# -- unusable rows and atomic writes ------------------------------------------
+@pytest.mark.parametrize('col,value', [('time_s', 'nan'), ('gbps', 'inf'),
+                                       ('speedup', 'NaN'), ('m', 'x'),
+                                       ('use_vendor', 'maybe'),
+                                       ('time_s', '')])
+def test_report_skips_and_names_unusable_rows(tmp_path, col, value):
+    from gimmik.report import report
+    from gimmik.sweep import COLUMNS
+    _sweep(tmp_path, [])
+    csv_path = tmp_path / 'sweep.csv'
+    lines = csv_path.read_text().splitlines()
+    cells = lines[2].split(',')
+    cells[COLUMNS.index(col)] = value
+    lines[2] = ','.join(cells)
+    csv_path.write_text('\n'.join(lines) + '\n')
+    problems = []
+    (md, *_) = report(tmp_path, plots=False, problems=problems)
+    text = open(md).read()
+    assert '## Table rows not used' in text and '- line 3:' in text
+    assert '2 tuned' in text and [ln for ln, _ in problems] == [3]
+
+
+def test_report_is_written_atomically(tmp_path, monkeypatch):
+    from gimmik import report as report_mod
+    _sweep(tmp_path, [])
+    (md, *_) = report_mod.report(tmp_path, plots=False)
+    before = open(md).read()
+    assert before
+
+    def broken(*a, **k):
+        raise RuntimeError('formatting failed')
+    monkeypatch.setattr(report_mod, 'markdown', broken)
+    with pytest.raises(RuntimeError):
+        report_mod.report(tmp_path, plots=False)
+    assert open(md).read() == before
+    assert sorted(f for f in os.listdir(tmp_path)    # .sweep.lock aside
+                  if not f.startswith('.')) == ['candidates.csv', 'report.md', 'sweep.csv',
+                                             'sweep.json', 'tune']
+
+
+def test_report_of_nothing_usable(tmp_path):
+    from gimmik.report import report
+    _sweep(tmp_path, [])
+    csv_path = tmp_path / 'sweep.csv'
+    header = csv_path.read_text().splitlines()[0]
+    csv_path.write_text(header + '\np1-quad-m0,4,4\n')
+    with pytest.raises(ValueError, match='no usable rows.*line 2'):
+        report(tmp_path, plots=False)

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from conftest import _sweep
 from gimmik.analysis import analyse
 from gimmik.operators import suite
 from gimmik.runtime import moved_bytes
@@ -283,6 +284,30 @@ def test_max_nnz(tmp_path):
     assert {c['name'] for c in tune.calls} == skipped
     with pytest.raises(ValueError, match='max_nnz'):
         run(tmp_path, FakeTune(), max_nnz=0)
+
+
+# -- torn tables --------------------------------------------------------------
+@pytest.mark.parametrize('cut', [1, 5, 20, 40])
+def test_torn_last_row_is_redone(tmp_path, cut):
+    from gimmik.sweep import read_rows
+    calls = []
+    _sweep(tmp_path, calls)
+    csv_path = tmp_path / 'sweep.csv'
+    text = csv_path.read_text()
+    last = text.rstrip('\n').rsplit('\n', 1)[1]
+    torn = text[:len(text) - 1 - len(last) + cut]     # part of the last row
+    csv_path.write_text(torn)
+    problems = []
+    rows = read_rows(csv_path, problems)
+    assert len(rows) == 2 and len(problems) == 1
+    assert problems[0][0] == 4 and 'torn' in problems[0][1]
+    assert all(r['time_s'] for r in rows)
+
+    calls.clear()
+    rows = _sweep(tmp_path, calls)
+    assert calls == [last.split(',')[0]]
+    assert len(rows) == 3 and all(r['time_s'] for r in rows)
+    assert read_rows(csv_path, problems := []) and not problems
 
 
 # -- sweeps sharing DIR, interrupted writes, resuming ------------------------

@@ -8,7 +8,10 @@ import os
 import numpy as np
 import pytest
 
-from conftest import Panels, random_operator
+import gimmik.operators  # also binds gimmik
+from bad_inputs import (BAD_DTYPES, BAD_MATRICES, BAD_SCALARS, GOOD_A,
+                        TUNE_PANELS, TUNE_SIZES, _ids, raises_naming)
+from conftest import A_SMALL, Panels, random_operator
 from gimmik import cache
 from gimmik.analysis import analyse
 from gimmik.cli import main
@@ -397,6 +400,333 @@ def test_cli_errors(tmp_path, capsys):
     assert 'missing.mtx' in capsys.readouterr().err
     assert main(['tune', '--platform', 'c']) == 2
     assert 'OPERATOR' in capsys.readouterr().err
+
+
+# -- the tuning cache ---------------------------------------------------------
+def _spoil(entry, how):
+    if how == 'vendor null':
+        entry['vendor'] = None
+    elif how == 'no best time':
+        del entry['best']['time_s']
+    elif how == 'best time 0':
+        entry['best']['time_s'] = 0
+    elif how == 'best time negative':
+        entry['best']['time_s'] = -1.0
+    elif how == 'best src missing':
+        entry['best']['src'] = None
+    elif how == 'candidates null':
+        entry['candidates'] = None
+    elif how == 'candidate time NaN':
+        entry['candidates'][0]['time_s'] = float('nan')
+    elif how == 'copy_gbps string':
+        entry['copy_gbps'] = 'fast'
+    elif how == 'use_vendor string':
+        entry['use_vendor'] = 'no'
+    elif how == 'use_vendor wrong':
+        entry['use_vendor'] = not entry['use_vendor']
+    elif how == 'dtype other':
+        entry['dtype'] = 'float32'
+    elif how == 'a list':
+        return [entry]
+    elif how == 'null':
+        return None
+    return entry
+
+
+SPOILS = ['vendor null', 'no best time', 'best time 0', 'best time negative',
+          'best src missing', 'candidates null', 'candidate time NaN',
+          'copy_gbps string', 'use_vendor string', 'use_vendor wrong',
+          'dtype other', 'a list', 'null']
+
+
+def test_malformed_cache_entries_are_retuned(fast_tune, monkeypatch):
+    import copy
+    from gimmik import tune as tune_mod
+    from gimmik.tune import tune
+    kw = dict(n=300, platform='c')
+    first = tune(A_SMALL, **kw)
+    (path,) = (fast_tune / 'tune').iterdir()
+    good = json.loads(path.read_text())
+    assert tune(A_SMALL, **kw).cached
+    # tuning again gives the same answer, without the wait
+    runs = []
+    monkeypatch.setattr(tune_mod, '_tune', lambda *a: runs.append(a)
+                        or copy.deepcopy(first))
+    for i, how in enumerate(SPOILS, 1):
+        path.write_text(json.dumps(_spoil(json.loads(json.dumps(good)),
+                                          how)))
+        res = tune(A_SMALL, **kw)
+        assert not res.cached and len(runs) == i, how
+        assert res.best['time_s'] > 0
+        # the entry was rewritten: the next run is served from it
+        assert tune(A_SMALL, **kw).cached, how
+        good = json.loads(path.read_text())
+
+
+def test_unwritable_cache_is_a_warning(fast_tune, capsys, tmp_path):
+    from gimmik.tune import tune
+    fast_tune.mkdir(parents=True)
+    (fast_tune / 'tune').write_text('a file where the directory would be')
+    with pytest.warns(RuntimeWarning, match='cache not written'):
+        res = tune(A_SMALL, n=300, platform='c')
+    assert res.best and not res.cached
+
+    mtx = tmp_path / 'op.mtx'
+    gimmik.operators.write_mtx(mtx, A_SMALL)
+    rc = main(['tune', str(mtx), '--platform', 'c', '--n', '300'])
+    cap = capsys.readouterr()
+    assert rc == 0 and 'best ' in cap.out
+    assert 'gimmik tune: warning: gimmik cache not written' in cap.err
+
+
+def test_cache_write_failure_keeps_result(fast_tune, monkeypatch):
+    from gimmik.tune import tune
+
+    def denied(*a, **k):
+        raise PermissionError(13, 'Permission denied')
+    monkeypatch.setattr('gimmik.util.tempfile.mkstemp', denied)
+    with pytest.warns(RuntimeWarning, match='Permission denied'):
+        res = tune(A_SMALL, n=300, platform='c')
+    assert res.best['variant']
+
+
+# -- limits and errors that name the real problem -----------------------------
+def test_memory_bound(monkeypatch, fast_tune):
+    from gimmik.tune import tune
+    monkeypatch.setattr('gimmik.tune.MAX_MEMORY_FRACTION', 1e-9)
+    with pytest.raises(ValueError, match='n = 300.*smaller n'):
+        tune(A_SMALL, n=300, platform='c')
+
+
+def test_beta_beyond_float32_named(tmp_path, capsys, fast_tune):
+    from gimmik.tune import tune
+    with pytest.raises(ValueError, match='beta.*float32'):
+        tune(A_SMALL, beta=1e39, dtype='float32', n=300, platform='c')
+    with pytest.raises(ValueError, match='A has values beyond the float32'):
+        tune(A_SMALL*1e39, dtype='float32', n=300, platform='c')
+    with pytest.raises(ValueError, match='all zeros in float32'):
+        tune(A_SMALL*1e-60, dtype='float32', n=300, platform='c')
+    mtx = tmp_path / 'op.mtx'
+    gimmik.operators.write_mtx(mtx, A_SMALL)
+    rc = main(['tune', str(mtx), '--platform', 'c', '--dtype', 'f32',
+               '--beta', '1e39', '--n', '300'])
+    err = capsys.readouterr().err
+    assert rc == 2 and 'beta' in err and 'float32' in err
+    assert 'vendor' not in err
+
+
+# -- the correctness check ----------------------------------------------------
+class SmallRowSaboteur(CRuntime):
+    """One candidate zeroes, another flips the sign of, the small row 0 of
+    C (A's row 0 is 1e12 times smaller than its row 1)."""
+
+    def __init__(self, how):
+        super().__init__()
+        self._device += ' (saboteur)'
+        self.how, self.victims = how, set()
+
+    def compile(self, src, meta):
+        good = super().compile(src, meta)
+        if meta['tplname'] != 'cstream':
+            return good
+        self.victims.add(meta['variant'])
+
+        def launch(b, c, n, ldb, ldc):
+            good(b, c, n, ldb, ldc)
+            if self.how == 'zero':
+                c[0, :n] = 0
+            else:
+                c[0, :n] *= -1
+        return launch
+
+
+@pytest.mark.parametrize('how', ['zero', 'flip'])
+@pytest.mark.parametrize('beta', [0.0, 1.0])
+def test_wrong_small_row_never_wins(fast_tune, how, beta):
+    from gimmik.tune import tune
+    A = np.array([[1e-6, 2e-6, 0], [1e6, 0, -3e6], [0, 5e5, 1e6]])
+    rt = SmallRowSaboteur(how)
+    res = tune(A, beta=beta, n=300, runtime=rt, use_cache=False)
+    by = {c['variant']: c for c in res.candidates}
+    assert rt.victims
+    for v in rt.victims:
+        assert not by[v]['correct'] and 'relative error' in by[v]['error']
+    assert res.best['variant'] not in rt.victims
+    assert any(c['correct'] for c in res.candidates)
+
+
+class BScribbler(CRuntime):
+    """Its cstream candidates compute C right, then overwrite B (which
+    would make every later candidate look wrong)."""
+
+    def __init__(self):
+        super().__init__()
+        self._device += ' (scribbler)'
+        self.victims = set()
+
+    def compile(self, src, meta):
+        good = super().compile(src, meta)
+        if meta['tplname'] != 'cstream':
+            return good
+        self.victims.add(meta['variant'])
+
+        def launch(b, c, n, ldb, ldc):
+            good(b, c, n, ldb, ldc)
+            b[:, :n] = 0
+        return launch
+
+
+def test_candidate_writing_b_is_wrong_and_harmless(fast_tune):
+    from gimmik.tune import tune
+    rt = BScribbler()
+    res = tune(A_SMALL, n=300, runtime=rt, use_cache=False)
+    by = {c['variant']: c for c in res.candidates}
+    assert rt.victims
+    for v, c in by.items():
+        assert c['correct'] == (v not in rt.victims), c
+        if v in rt.victims:
+            assert c['error'] == 'modified B'
+    assert res.best['variant'] not in rt.victims
+
+
+# -- timing outliers ----------------------------------------------------------
+class HiccupRuntime(CRuntime):
+    """Times are FAST, except the first measurement of candidate `slow`
+    (or the first `first_slow` measurements of the whole run), which a
+    scheduler hiccup makes 100 times slower.  The copy bandwidth is what
+    FAST moves per second."""
+
+    FAST = 1e-3
+
+    def __init__(self, moved, slow=None, first_slow=0):
+        super().__init__()
+        self._device += ' (hiccups)'
+        self.moved, self.slow, self.first_slow = moved, slow, first_slow
+        self.current, self.calls, self.timed = None, 0, []
+
+    def compile(self, src, meta):
+        self.current = meta['variant']
+        return super().compile(src, meta)
+
+    def vendor_gemm(self, A, alpha, beta, dtype):
+        self.current = 'vendor'
+        return super().vendor_gemm(A, alpha, beta, dtype)
+
+    def time(self, launch, args, *, warmup=2, repeats=10):
+        launch(*args)
+        self.calls += 1
+        slow = self.calls <= self.first_slow or (
+            self.current == self.slow and self.current not in self.timed)
+        self.timed.append(self.current)
+        return self.FAST*(100 if slow else 1)
+
+    def copy_bandwidth(self, nbytes):
+        return self.moved / self.FAST
+
+
+def _moved(A, beta=0.0, n=300):
+    from gimmik.analysis import analyse
+    return moved_bytes(analyse(A), beta, n, 8)
+
+
+def test_outlier_candidate_is_retimed(fast_tune):
+    from gimmik.tune import tune
+    variants = [c.variant for c in gimmik.CMatMul(A_SMALL, aligne=4)
+                .candidates(np.float64)]
+    victim = variants[2]
+    rt = HiccupRuntime(_moved(A_SMALL), slow=victim)
+    res = tune(A_SMALL, n=300, ldb=300, ldc=300, runtime=rt, use_cache=False)
+    by = {c['variant']: c for c in res.candidates}
+    assert by[victim]['retimed'] >= 1
+    assert by[victim]['time_s'] == pytest.approx(HiccupRuntime.FAST)
+    assert all(c['time_s'] == pytest.approx(HiccupRuntime.FAST)
+               for c in res.candidates if c['correct'])
+    assert sum(c['retimed'] for c in res.candidates) == by[victim]['retimed']
+
+
+def test_slow_result_against_copy_bandwidth_is_retimed(fast_tune):
+    """A hiccup over the vendor BLAS and every candidate: nothing stands
+    out among them, but the result is far below the copy bandwidth."""
+    from gimmik.tune import tune
+    n_cands = len(gimmik.CMatMul(A_SMALL, aligne=4).candidates(np.float64))
+    rt = HiccupRuntime(_moved(A_SMALL), first_slow=1 + n_cands)
+    res = tune(A_SMALL, n=300, ldb=300, ldc=300, runtime=rt, use_cache=False)
+    assert res.best['time_s'] == pytest.approx(HiccupRuntime.FAST)
+    assert res.vendor['time_s'] == pytest.approx(HiccupRuntime.FAST)
+    assert res.best['gbps'] == pytest.approx(res.copy_gbps)
+
+
+def test_genuinely_slow_candidates_cost_bounded_retimes(fast_tune):
+    """A candidate that is always slow is measured at most 1 + RETIMES
+    times and reported as slow."""
+    from gimmik import tune as tune_mod
+
+    class AlwaysSlow(HiccupRuntime):
+        def time(self, launch, args, **kw):
+            launch(*args)
+            self.timed.append(self.current)
+            return self.FAST*(100 if self.current == self.slow else 1)
+
+    variants = [c.variant for c in gimmik.CMatMul(A_SMALL, aligne=4)
+                .candidates(np.float64)]
+    victim = variants[1]
+    rt = AlwaysSlow(_moved(A_SMALL), slow=victim)
+    res = tune_mod.tune(A_SMALL, n=300, ldb=300, ldc=300, runtime=rt,
+                        use_cache=False)
+    by = {c['variant']: c for c in res.candidates}
+    assert rt.timed.count(victim) == 1 + tune_mod.RETIMES
+    assert by[victim]['time_s'] == pytest.approx(100*HiccupRuntime.FAST)
+    assert res.best['variant'] != victim
+
+
+# -- bad input ----------------------------------------------------------------
+def _tune():
+    return pytest.importorskip('gimmik.tune').tune
+
+
+@pytest.mark.usefixtures('no_source')
+@pytest.mark.parametrize('label,A,exc', BAD_MATRICES, ids=_ids(BAD_MATRICES))
+def test_tune_rejects_matrix(label, A, exc):
+    with raises_naming(exc, 'A'):
+        _tune()(A, platform='c', n=64, use_cache=False)
+
+
+@pytest.mark.usefixtures('no_source')
+@pytest.mark.parametrize('label,beta,exc', BAD_SCALARS, ids=_ids(BAD_SCALARS))
+def test_tune_rejects_beta(label, beta, exc):
+    with raises_naming(exc, 'beta'):
+        _tune()(GOOD_A, beta=beta, platform='c', n=64, use_cache=False)
+
+
+@pytest.mark.usefixtures('no_source')
+@pytest.mark.parametrize('label,dtype', BAD_DTYPES, ids=_ids(BAD_DTYPES))
+def test_tune_rejects_dtype(label, dtype):
+    with raises_naming(TypeError, 'dtype'):
+        _tune()(GOOD_A, dtype=dtype, platform='c', n=64, use_cache=False)
+
+
+@pytest.mark.usefixtures('no_source')
+@pytest.mark.parametrize('label,sizes,exc,arg', TUNE_SIZES,
+                         ids=_ids(TUNE_SIZES))
+def test_tune_rejects_sizes(label, sizes, exc, arg):
+    with raises_naming(exc, arg):
+        _tune()(GOOD_A, platform='c', use_cache=False, **sizes)
+
+
+@pytest.mark.usefixtures('no_source')
+@pytest.mark.parametrize('platform', ['rocm', 'HIP', 'opencl', '', None, 3,
+                                      'c; rm -rf /'])
+def test_tune_rejects_platform(platform):
+    with raises_naming((ValueError, TypeError), 'platform'):
+        _tune()(GOOD_A, platform=platform, n=64, use_cache=False)
+
+
+@pytest.mark.usefixtures('no_source')
+@pytest.mark.parametrize('label,b,c,exc,arg', TUNE_PANELS,
+                         ids=_ids(TUNE_PANELS))
+def test_tune_rejects_panels(label, b, c, exc, arg):
+    with raises_naming(exc, arg):
+        _tune()(GOOD_A, platform='c', n=64, use_cache=False, b=b, c=c)
 
 
 # -- many ranks, unstable timings, environment failures, overflow -----------

@@ -7,18 +7,15 @@ device-side checks (against stand-ins for CuPy and cuBLAS) and the H100
 benchmark's summary are checked on the CPU."""
 
 import ctypes
-import importlib.util
-import os
 
 import numpy as np
 import pytest
 
+from bench import cuda_bench
 from conftest import Panels, random_operator
 from gimmik.runtime import blas, cublaslt, failed_launch, pick_vendor
 from gimmik.runtime.c import Runtime as CRuntime
 from gimmik.tune import format_table, tune
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(autouse=True)
@@ -349,17 +346,8 @@ def test_cublaslt_missing_library_is_named(monkeypatch):
 
 # -- the H100 benchmark's summary ---------------------------------------------
 
-def load_bench():
-    spec = importlib.util.spec_from_file_location(
-        'cuda_bench', os.path.join(ROOT, 'bench', 'cuda_bench.py'))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_bench_summary(tmp_path):
     from gimmik.sweep import COLUMNS, write_candidates, write_tables
-    bench = load_bench()
     ops = [('p1-hex-m0', 'cublaslt-nn/h0', 1e-3, 1.2e-3, 0.9, 0.6, 2.0),
            ('p2-hex-m0', 'cublas-nt', 2e-3, 2e-3, 0.8, 0.4, 0.5),
            ('p3-hex-m0', 'cublaslt-nn/h0', 3e-3, 2e-3, 0.7, 0.3, 1.5),
@@ -376,7 +364,7 @@ def test_bench_summary(tmp_path):
                        'time_s': ct, 'error': '' if ct else 'failed'}])
     write_tables(str(tmp_path), rows, {})
     write_candidates(str(tmp_path), cands)
-    lines = bench.summarise(str(tmp_path))
+    lines = cuda_bench.summarise(str(tmp_path))
     assert lines[0].startswith('4 operators') and '(1 slower' in lines[0]
     assert lines[1] == ('vendor formulations that won: cublaslt-nn/h0 2, '
                         'cublas-nt 1, cublas-nn 1')

@@ -8,10 +8,12 @@ elements, exactly as the kernels see them.
 
 from abc import ABC, abstractmethod
 import importlib
+import os
+import warnings
 
 import numpy as np
 
-from gimmik.errors import RuntimeUnavailable
+from gimmik.errors import MissingExtra, RuntimeUnavailable
 from gimmik.verify import rel_error
 
 
@@ -21,6 +23,10 @@ PLATFORMS = {'hip': 'gimmik.runtime.hip', 'cuda': 'gimmik.runtime.cuda',
 
 # the order `auto` tries them in
 AUTO_ORDER = ('hip', 'cuda', 'c')
+
+# A platform's device nodes: `auto` warns when it passes over a platform
+# whose device is there but whose Python packages (an extra) are not
+DEVICE_NODES = {'hip': '/dev/kfd'}
 
 
 def moved_bytes(info, beta, n, itemsize):
@@ -198,12 +204,21 @@ def get_runtime(platform='auto', **options):
     An explicitly named platform that cannot run raises RuntimeUnavailable
     saying what is missing."""
     if platform == 'auto':
-        errors = []
+        errors, missed = [], None
         for name in AUTO_ORDER:
             try:
-                return get_runtime(name, **options)
+                rt = get_runtime(name, **options)
             except RuntimeUnavailable as e:
                 errors.append(f'{name}: {e}')
+                if isinstance(e, MissingExtra) and \
+                        os.path.exists(DEVICE_NODES.get(name, '')):
+                    missed = (name, e)
+                continue
+            if missed:
+                warnings.warn(f'platform {rt.name} chosen although this '
+                              f'machine has a {missed[0]} device: '
+                              f'{missed[1]}', RuntimeWarning, stacklevel=2)
+            return rt
         raise RuntimeUnavailable('no platform can run here: '
                                  + '; '.join(errors))
     if platform not in PLATFORMS:
@@ -217,5 +232,6 @@ def get_runtime(platform='auto', **options):
     return mod.Runtime(**options)
 
 
-__all__ = ['Runtime', 'RuntimeUnavailable', 'get_runtime', 'moved_bytes',
-           'pick_vendor', 'failed_launch', 'PLATFORMS', 'AUTO_ORDER']
+__all__ = ['MissingExtra', 'Runtime', 'RuntimeUnavailable', 'get_runtime',
+           'moved_bytes', 'pick_vendor', 'failed_launch', 'PLATFORMS',
+           'AUTO_ORDER']

@@ -1,0 +1,763 @@
+"""A cost estimate per candidate kernel, from what the toolchain says
+without a GPU: the estimated time for n columns and the fraction of the
+device's copy bandwidth that time reaches.
+
+Three inputs:
+
+- the plan (:func:`work`): bytes of B read, C written (and read when
+  beta != 0) per column from DRAM; bytes asked of L2 (B rows re-read by
+  the blocks of several row groups, spills); bytes through LDS / shared
+  memory; vector and matrix flops (A's non-zeros, or the whole tiles an
+  MFMA/MMA family multiplies); the bytes a thread can have in flight from
+  memory before it must wait; the launch geometry;
+- the compiler's facts (:class:`Facts`): registers, shared bytes, spill
+  bytes, and where known the waves per SIMD, the instruction count and
+  the full waits on memory (HIP: gimmik.isa's clang report,
+  :func:`facts_from_isa`; CUDA: ptxas -v, :func:`facts_from_ptxas`;
+  without either, the family's register estimate, :func:`plan_facts`);
+- the architecture's constants (:data:`ARCHES`, each with its source).
+
+The shape is a roofline with latency hiding (:func:`estimate`):
+
+    t = launch + valu + (sum of the other terms**p)**(1/p),  p = 2
+
+valu, the vector flops over the peak rate (unrolled baked-A code at
+valu_reach of it), adds: an unrolled streaming kernel's warp issues its
+FMAs after its loads return, in order (adding it rather than blending it
+raised the H100 first picks within 5 % by 2-10 points on every file,
+the 512 MiB holdout with plan facts from 74 to 84 %).  The other terms:
+dram (bytes / min(copy bandwidth, bytes in flight / latency), Little's
+law, round by round of resident blocks, the last partial round at its
+own rate; panels that fit in L2 partly served from it), l2 (bytes asked
+of L2: re-reads the resident blocks' working sets leave there, spills),
+lds (LDS/shared bytes, on NVIDIA with the global loads that share its
+data path), matrix (matrix flops over the peak rate), issue
+(instructions over the issue rate) and latency (rounds of resident
+blocks times the memory round trips a block waits for in turn); their
+p-norm blends the largest with the others: they overlap imperfectly.
+The per-unit terms (lds, valu, issue) count the busiest unit's blocks
+(grid imbalance) and slow down with fewer than BUSY_WAVES resident waves
+a SIMD or unrolled code beyond the instruction cache.  Each term is
+monotone: more bytes, fewer resident waves or more full waits never
+make a candidate faster.
+
+:func:`rank` orders candidates by the estimate, with at most
+MAX_PER_FAMILY of one family among the first FIRST candidates while other
+families are offered.
+"""
+
+from dataclasses import dataclass, replace
+import math
+
+import numpy as np
+
+# -- per-architecture constants ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Arch:
+    """Constants of one GPU (one GCD of a multi-die package).  Rates are
+    per compute unit (CU / SM) and clock unless named otherwise."""
+    name: str
+    platform: str          # 'hip' or 'cuda'
+    units: int             # CUs or SMs
+    clock_hz: float
+    peak_bw: float         # DRAM bytes/s, the vendor's peak
+    copy_bw: float         # DRAM bytes/s a device copy reaches
+    latency_s: float       # DRAM load latency under load
+    l2_latency_s: float    # L2 hit latency
+    l2_bw: float           # L2 bytes/s, whole device
+    l2_size: int           # L2 bytes, whole device
+    l1_size: int           # L1 data cache bytes a unit (beside shared)
+    l1_shared_path: bool   # global loads share the shared-memory path
+    lds_bytes_clk: int     # LDS / shared-memory bytes per clock
+    valu_flop_clk: int     # FP64 vector flops per clock (FMA = 2)
+    valu_reach: float      # fraction of it unrolled baked-A code reaches
+    matrix_flop_clk: int   # FP64 matrix flops per clock
+    issue_clk: float       # wave/warp instructions issued per clock
+    icache_instr: int      # instructions the instruction cache holds
+    lanes: int             # threads of a wave/warp
+    simds: int             # SIMDs (AMD) or sub-partitions (NVIDIA)
+    max_waves: int         # resident waves/warps per unit
+    max_blocks: int        # resident blocks per unit
+    regs_per_lane: int     # 32-bit registers a SIMD has per lane
+    reg_granule: int       # allocation granule (registers per lane)
+    shared_bytes: int      # LDS / shared memory per unit
+    shared_reserved: int   # bytes the driver reserves per block
+    launch_s: float        # launch and drain of one kernel
+
+
+ARCHES = {
+    # MI250X, one GCD (gfx90a, CDNA2)
+    'gfx90a': Arch(
+        name='gfx90a', platform='hip',
+        # 110 CUs a GCD: ROCm "AMD GPU specifications" (MI250X: 220 CUs,
+        # two GCDs)
+        units=110,
+        # 1700 MHz peak engine clock: AMD MI250X data sheet
+        clock_hz=1.7e9,
+        # 3.2768 TB/s HBM2e a package, half a GCD: MI250X data sheet
+        peak_bw=1.6384e12,
+        # ASSUMED: 0.80 of peak (no AMD device here; the H100's copy
+        # reaches 0.88 of its peak, see sm_90); replace with a measured
+        # copy (gimmik.runtime.hip copy_bandwidth) when one is made
+        copy_bw=0.80*1.6384e12,
+        # ASSUMED: the loaded round trip, 2.5x an idle ~0.7 us (the ratio
+        # calibrated on the H100, see sm_90)
+        latency_s=1.75e-6,
+        # ASSUMED: ~0.2 us L2 hit (a few hundred clocks, CDNA2
+        # microbenchmark reports)
+        l2_latency_s=0.2e-6,
+        # 32 L2 channels (ROCm Compute Profiler, L2 cache (TCC): 32 on
+        # MI2XX) x 128 bytes a clock each (its L2 speed-of-light table)
+        l2_bw=32*128*1.7e9,
+        # 8 MB L2 a GCD, 16 KB vector L1 a CU: ROCm "AMD GPU
+        # specifications" (MI250X); the vector L1 is its own path
+        l2_size=8 << 20, l1_size=16 << 10, l1_shared_path=False,
+        # 128 bytes/clock/CU: ROCm Compute Profiler, LDS speed-of-light
+        lds_bytes_clk=128,
+        # 47.9 TF vector / 95.7 TF matrix FP64 a package (MI250X data
+        # sheet) over 220 CUs at 1.7 GHz: 128 and 256 flops a clock; the
+        # matrix rate is also the facts doc's (v_mfma_f64_16x16x4: 256
+        # FLOP/cycle/CU)
+        valu_flop_clk=128, matrix_flop_clk=256,
+        # ASSUMED: as the H100's (sm_90)
+        valu_reach=0.4,
+        # one VALU instruction per SIMD every 4 clocks (a wave64 on a
+        # 16-lane SIMD), 4 SIMDs: 1 wave instruction a clock per CU
+        # (ROCm Compute Profiler, pipeline descriptions)
+        issue_clk=1.0,
+        # 64 KB instruction cache shared by 2 CUs (ROCm "AMD GPU
+        # specifications"), ~8 bytes an instruction
+        icache_instr=8192,
+        # wave64, 4 SIMDs, 8 waves/SIMD, 512 VGPRs a lane, granule 8:
+        # facts doc section 5 (LLVM AMDGPUBaseInfo)
+        lanes=64, simds=4, max_waves=32, max_blocks=32,
+        regs_per_lane=512, reg_granule=8,
+        # 64 KiB LDS a CU: ROCm "AMD GPU specifications"
+        shared_bytes=64*1024, shared_reserved=0,
+        # ASSUMED: as the H100's
+        launch_s=3e-6),
+    # MI300X (gfx942, CDNA3)
+    'gfx942': Arch(
+        name='gfx942', platform='hip',
+        # 304 CUs (38 a XCD): ROCm "AMD GPU specifications"
+        units=304,
+        # 2100 MHz peak engine clock: AMD MI300X data sheet
+        clock_hz=2.1e9,
+        # 5.3 TB/s HBM3: MI300X data sheet
+        peak_bw=5.3e12,
+        # ASSUMED: 0.80 of peak, as gfx90a
+        copy_bw=0.80*5.3e12,
+        # ASSUMED: the loaded round trip, 2.5x an idle ~0.8 us (HBM behind
+        # the IODs' Infinity Fabric; the ratio as on the H100)
+        latency_s=2.0e-6,
+        # ASSUMED: ~0.25 us L2 hit
+        l2_latency_s=0.25e-6,
+        # 16 L2 channels a XCD x 128 bytes a clock x 8 XCDs (CDNA3 white
+        # paper: 4 MB, 16 channels a XCD; Compute Profiler L2 table)
+        l2_bw=8*16*128*2.1e9,
+        # 4 MB L2 a XCD (32 MB), 32 KB vector L1 a CU: ROCm "AMD GPU
+        # specifications" (MI300X); the 256 MB Infinity Cache behind them
+        # is not counted
+        l2_size=32 << 20, l1_size=32 << 10, l1_shared_path=False,
+        # 128 bytes/clock/CU: ROCm Compute Profiler, LDS speed-of-light
+        lds_bytes_clk=128,
+        # 81.7 TF vector / 163.4 TF matrix FP64 (MI300X data sheet) over
+        # 304 CUs at 2.1 GHz: 128 and 256 flops a clock
+        valu_flop_clk=128, matrix_flop_clk=256,
+        # ASSUMED: as the H100's (sm_90)
+        valu_reach=0.4,
+        issue_clk=1.0,
+        # 64 KB instruction cache shared by 2 CUs (ROCm "AMD GPU
+        # specifications"), ~8 bytes an instruction
+        icache_instr=8192,
+        lanes=64, simds=4, max_waves=32, max_blocks=32,
+        regs_per_lane=512, reg_granule=8,
+        shared_bytes=64*1024, shared_reserved=0,
+        launch_s=3e-6),
+    # H100 SXM5 (sm_90)
+    'sm_90': Arch(
+        name='sm_90', platform='cuda',
+        # 132 SMs; FP64 at 1.98 GHz: NVIDIA H100 data sheet / Hopper
+        # white paper
+        units=132, clock_hz=1.98e9,
+        # 3.35 TB/s HBM3: H100 SXM data sheet
+        peak_bw=3.35e12,
+        # MEASURED here: the runtime's 512 MiB device copy, median over
+        # the 6102 rows of bench/results/cuda-h100-all-candidates.csv
+        # (gbps / copy_fraction): 2962 GB/s
+        copy_bw=2.962e12,
+        # CALIBRATED: the round trip of a load while the memory streams
+        # at full bandwidth (queues at the memory controllers): 1.5 us,
+        # 2.5x the idle ~0.6 us of Hopper microbenchmark papers.  First
+        # pick within 5 % of the best on the PyFR-walk H100 times
+        # (bench/cost_validate.py; gemm / ordered / walk files): 59/57/61
+        # % at 0.65 us, 73/63/66 % at 1.0, 80/65/66 % at 1.2, 92/66/68 %
+        # at 1.5, 90/66/68 % at 2.0
+        latency_s=1.5e-6,
+        # ~0.2 us L2 hit (Chips and Cheese, H100: ~260 clocks near, more
+        # across the two partitions)
+        l2_latency_s=0.2e-6,
+        # L2 read bandwidth: Chips and Cheese measured ~5.5 TB/s on the
+        # H100 PCIe (114 SMs, 1.755 GHz); scaled to the SXM's 132 SMs at
+        # 1.98 GHz, ~7.2 TB/s
+        l2_bw=7.2e12,
+        # 50 MB L2: H100 data sheet; L1 and shared memory are one 256 KB
+        # array a SM (Hopper tuning guide), ~128 KB left as L1 beside a
+        # typical carve-out, and global loads go through its data path
+        l2_size=50 << 20, l1_size=128 << 10, l1_shared_path=True,
+        # 32 banks x 4 bytes a clock: CUDA programming guide, shared
+        # memory
+        lds_bytes_clk=128,
+        # 33.5 TF vector / 66.9 TF tensor FP64 over 132 SMs at 1.98 GHz:
+        # 128 and 256 flops a clock (64 FP64 lanes a SM)
+        valu_flop_clk=128, matrix_flop_clk=256,
+        # MEASURED: the fastest streaming kernel of each operator of the
+        # PyFR walk (bench/results/pyfr-walk-h100-candidates.csv, n =
+        # 110080) reaches at most 26 of the 64 FP64 lanes a clock (p4-tet-
+        # m0), 18-26 on the compute-heavy ones: unrolled code with A's
+        # values as constant operands issues at about 0.4 of the peak
+        valu_reach=0.4,
+        # 4 warp schedulers a SM, one instruction a clock each
+        issue_clk=4.0,
+        # ASSUMED: ~128 KB L1.5 instruction/constant cache a SM
+        # (Volta-to-Hopper microbenchmark papers), 16 bytes a SASS
+        # instruction
+        icache_instr=8192,
+        # warp 32, 4 sub-partitions, 64 warps and 32 blocks a SM, 64K
+        # 32-bit registers a SM (512 a lane of each sub-partition),
+        # allocated 256 a warp (8 a lane): CUDA programming guide,
+        # compute capability 9.0
+        lanes=32, simds=4, max_waves=64, max_blocks=32,
+        regs_per_lane=512, reg_granule=8,
+        # 228 KiB shared memory a SM, 1 KiB reserved a block: CUDA
+        # programming guide (as gimmik.cuda's SM90_SHARED)
+        shared_bytes=228*1024, shared_reserved=1024,
+        # ASSUMED: launch, ramp and drain; the same for every candidate
+        # of an operator, it moves the copy fraction, not the ranking
+        launch_s=3e-6),
+}
+
+# Wave instructions a wave spends besides its loads, FMAs and stores
+# (indices, addresses, bounds checks, barriers)
+WARP_OVERHEAD = 40
+
+# Loads a cstream with loads at every use (ld 'reload') has in flight
+RELOAD_INFLIGHT = 4
+
+# Resident waves/warps per SIMD that keep its vector pipe busy: fewer
+# issue their instructions at that fraction of the peak rate
+BUSY_WAVES = 4
+
+# Unrolled code beyond the instruction cache issues at most this many
+# times slower (instructions stream in from L2 in whole lines, ahead of
+# use; the H100 streaming kernels of 6-12k instructions ran 1.5-3x below
+# their compute estimate)
+ICACHE_MISS_SLOWDOWN = 2.0
+
+# The terms besides the vector compute overlap imperfectly: their
+# (sum of term**p)**(1/p) blends the largest (p large) with the sum (p = 1)
+OVERLAP_P = 2
+
+# Share of the DRAM traffic L2 serves when a launch's panels (B and C) fit
+# in it, as in back-to-back launches on the same panels (PyFR's steps, the
+# benchmarks): H100, PyFR walk at n = 110080, operators whose panels take
+# 20-40 MB of the 50 MB reach up to 1.5x the copy bandwidth
+# (bench/results/pyfr-walk-h100-candidates.csv); calibrated there
+L2_RESIDENT = 0.5
+
+# Registers a thread keeps besides the values it has in flight
+# (addresses, indices, loop counters): the in-flight loads get the rest
+ADDRESS_REGISTERS = 24
+
+
+def arch(name):
+    """The :class:`Arch` of a name ('gfx90a', 'gfx942', 'sm_90'; a gfx name
+    with feature suffixes is cut at the first ':')."""
+    if not isinstance(name, str):
+        raise TypeError(f'arch must be a str, not {type(name).__name__}')
+    try:
+        return ARCHES[name.split(':')[0]]
+    except KeyError:
+        raise ValueError(f'no cost constants for arch {name!r} (known: '
+                         f'{", ".join(ARCHES)})') from None
+
+
+# -- what the plan says ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Work:
+    """What a candidate does per column of B and C, and how it is
+    launched."""
+    dram_bytes: float      # bytes from/to DRAM a column (B once, C)
+    l2_bytes: float        # bytes asked of L2 a column (re-reads too)
+    lds_bytes: float       # bytes through LDS/shared memory a column
+    valu_flops: float      # FP64 vector flops a column
+    matrix_flops: float    # FP64 matrix flops a column
+    instructions: float    # wave instructions a column (plan estimate)
+    inflight: float        # bytes a thread may have outstanding
+    block_threads: int
+    cols_per_block: int
+    row_groups: int
+    straight: bool         # one pass per thread (no loop over k or tiles)
+    waits: float = 1       # memory round trips a block waits for in turn
+    # bytes of B a block reads more than once (beyond dram_bytes): its
+    # working set, which must stay in cache for the re-reads to hit
+    reread_set: float = 0.0
+    # the re-reads are a thread's own (L1 can serve them), not other
+    # blocks' (L2 at best)
+    reread_local: bool = False
+    # instructions of the unrolled code the unit's waves walk (0: a loop
+    # that stays in the instruction cache)
+    code: float = 0.0
+
+
+def _rows_used(A):
+    return int(np.count_nonzero((np.asarray(A) != 0).any(axis=0)))
+
+
+def _stream_work(kern, b_rows, lds=0.0, stage=None, waits=1, loads=None,
+                 reread=None):
+    """Work of the one-thread-per-column families: b_rows rows of B read
+    a column; a thread's loads of B all in flight (unrolled, hoisted)
+    up to its registers, or `stage` bytes a thread where B is staged in
+    `waits` chunks one after the other; loads: load instructions a thread
+    (default b_rows)."""
+    mm, info, size = kern.mm, kern.info, kern.itemsize
+    g = kern.geometry()
+    w = g.width
+    c_rw = info.m*size*(2 if mm.beta else 1)
+    threads = g.block[0]*g.block[1]*g.block[2]
+    cols = g.cols_per_block or g.block[0]*w
+    groups = g.row_groups or 1
+    inflight = stage if stage is not None else b_rows / groups*w*size
+    dram = len(info.bix)*size + c_rw
+    l2 = (b_rows if reread is None else reread)*size + c_rw
+    # an FMA a non-zero, a load a used B row and a store a row of C, per
+    # thread; a wave does `lanes` columns (width each)
+    loads = b_rows if loads is None else loads
+    warps_col = threads / cols*groups / kern.warp
+    instr = ((info.nnz + loads + info.m) / kern.warp
+             + WARP_OVERHEAD*warps_col)
+    rset = b_rows / groups*cols*size
+    code = info.nnz + b_rows + info.m
+    return Work(dram, l2, lds, 2.0*info.nnz, 0.0, instr, inflight, threads,
+                cols, groups, True, waits, rset, reread is not None, code)
+
+
+def _work_cstream(kern):
+    info = kern.info
+    if kern.params.get('ld') == 'reload':
+        # a load at every use (L1 hits after the first), a few in flight
+        # the loads past the first of each B row are L1 hits: they
+        # use the L1/shared data path (one data path on NVIDIA)
+        return _stream_work(kern, len(info.bix), loads=info.nnz,
+                            lds=(info.nnz - len(info.bix))*kern.itemsize,
+                            stage=RELOAD_INFLIGHT*kern.itemsize,
+                            waits=-(-info.nnz // RELOAD_INFLIGHT),
+                            reread=info.nnz)
+    return _stream_work(kern, len(info.bix))
+
+
+def _work_mblock(kern):
+    from gimmik.analysis import balanced_row_groups
+    A = kern.A
+    rows = sum(_rows_used(A[r0:r1]) for r0, r1 in
+               balanced_row_groups(A, kern.params['groups']) if r1 > r0)
+    return _stream_work(kern, rows)
+
+
+def _work_msplit(kern):
+    # B staged through two chunks of bsz rows; every wave of the block
+    # reads the chunk back
+    g, size = kern.geometry(), kern.itemsize
+    ms, w = g.block[1], g.width
+    b = len(kern.info.bix)*size
+    bsz = kern.params['bsz']
+    stage = 2*bsz*w*size / ms
+    return _stream_work(kern, len(kern.info.bix), lds=b*(1 + ms),
+                        stage=stage, waits=-(-len(kern.info.bix) // bsz))
+
+
+def _work_warprows(kern):
+    g, size = kern.geometry(), kern.itemsize
+    ms = g.block[1]
+    b = len(kern.info.bix)*size
+    bsz = kern.params['bsz']
+    stage = 2*bsz*size / ms
+    return _stream_work(kern, len(kern.info.bix), lds=b*(1 + ms),
+                        stage=stage, waits=-(-len(kern.info.bix) // bsz))
+
+
+def _work_ksplit(kern):
+    # partial sums of (ksplit - 1) groups through shared memory
+    ks, size = kern.params['ksplit'], kern.itemsize
+    w = _stream_work(kern, len(kern.info.bix),
+                     lds=2*(ks - 1)*kern.info.m*size, waits=2)
+    return replace(w, inflight=len(kern.info.bix) / ks*size)
+
+
+def _gemm_work(kern, m_blocks, live_rows, block_m, block_k, stage_bytes,
+               a_bytes, depth=1):
+    """Work of the 2-D tiled tensor-core families: m_blocks row groups,
+    live_rows[mb] rows of B each reads a column (whole stages), tiles of
+    block_m x block_k multiplied on the matrix units; stage_bytes of B
+    and A a block has in flight."""
+    mm, info, size = kern.mm, kern.info, kern.itemsize
+    g = kern.geometry()
+    threads = g.block[0]*g.block[1]*g.block[2]
+    c_rw = info.m*size*(2 if mm.beta else 1)
+    rows = float(np.sum(live_rows))
+    dram = len(info.bix)*size + c_rw
+    l2 = rows*size + c_rw
+    # B written to LDS once and read by each wave row; A's slabs a block
+    # amortised over its columns
+    lds = rows*size*2 + a_bytes / (g.cols_per_block or 1)
+    mflops = 2.0*block_m*rows
+    instr = mflops / (2*16*16*4) + rows / kern.warp
+    stages = float(np.max(live_rows)) / block_k
+    waits = 1 + int(math.ceil(stages / max(1, depth)))
+    rset = rows / m_blocks*g.cols_per_block*size
+    return Work(dram, l2, lds, 0.0, mflops, instr, stage_bytes / threads,
+                threads, g.cols_per_block, m_blocks, False, waits, rset)
+
+
+def _work_mma_gemm(kern):
+    from gimmik.fragments import mma
+    p = kern.params
+    tiling = {k: p[k] for k in ('shape', 'mwarps', 'nwarps', 'wm', 'wn',
+                                'kstage', 'nbuf')}
+    _, nmb, nst, BM, BN, BK = kern.tiling()
+    if p.get('skip'):
+        live = mma.gemm_live_stages(kern.A, **tiling).sum(axis=1)
+    else:
+        live = np.full(nmb, nst)
+    live_rows = np.minimum(live*BK, kern.info.k)
+    stage = (p['nbuf'] - 1)*BK*(BM + BN)*kern.itemsize
+    return _gemm_work(kern, nmb, live_rows, BM, BK, stage,
+                      BM*BK*float(np.mean(live))*kern.itemsize,
+                      depth=p['nbuf'] - 1)
+
+
+def _work_mfma_gemm(kern):
+    P = kern.plan
+    live_rows = np.minimum(P.live_count*P.block_k, kern.info.k)
+    stage = P.block_k*(P.block_m + P.block_n)*kern.itemsize
+    return _gemm_work(kern, P.m_blocks, live_rows, P.block_m, P.block_k,
+                      stage, P.slot_size*float(np.mean(P.live_count))*8)
+
+
+def _work_mfma_dense(kern):
+    from gimmik.fragments import mfma
+    P, size, info = kern.plan, kern.itemsize, kern.info
+    g = kern.geometry()
+    c_rw = info.m*size*(2 if kern.mm.beta else 1)
+    b = len(info.bix)*size
+    # every wave runs the same slots: msplit waves x mfma_count a block of
+    # WAVE columns
+    mflops = (P.msplit*P.mfma_count*2*mfma.MFMA_M*mfma.MFMA_N*mfma.MFMA_K
+              / mfma.WAVE)
+    lds = b*(1 + P.msplit) if P.lds else 0.0
+    stage = (P.nbuf*P.chunk_rows*mfma.WAVE*size / (mfma.WAVE*P.msplit)
+             if P.lds else b)
+    instr = P.msplit*P.mfma_count / mfma.WAVE + (info.m + b / size) / 64
+    waits = len(P.chunks) if P.lds else 1
+    return Work(b + c_rw, b + c_rw, lds, 0.0, mflops, instr, stage,
+                g.block[0]*g.block[1], mfma.WAVE, 1, True, waits)
+
+
+# The plan's work of each family
+WORK = {
+    'cstream': _work_cstream,
+    'bstream': _work_cstream,
+    'cstream-row': _work_cstream,
+    'cstream-mblock': _work_mblock,
+    'bstream-msplit': _work_msplit,
+    'bstream-warprows': _work_warprows,
+    'cstream-ksplit': _work_ksplit,
+    'mma-gemm': _work_mma_gemm,
+    'mfma-gemm': _work_mfma_gemm,
+    'mfma-dense': _work_mfma_dense,
+}
+
+
+def work(mm, cand, dtype):
+    """The :class:`Work` of candidate `cand` of generator `mm`."""
+    fn = WORK.get(cand.family)
+    if fn is None:
+        raise ValueError(f'no cost model for family {cand.family!r}')
+    return fn(mm.kernel(cand, dtype))
+
+
+# -- what the compiler says --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Facts:
+    """A compiled kernel's facts.  registers: 32-bit registers a thread
+    (HIP: arch VGPRs + AGPRs); waves: resident waves per SIMD where the
+    compiler says (clang's Occupancy), else None (computed from
+    registers and shared bytes); instructions: the kernel's static
+    instruction count, None where unknown; full_waits: waits for every
+    outstanding memory operation (HIP vmcnt(0)), None where unknown."""
+    registers: int
+    shared: int = 0
+    spill_bytes: int = 0
+    waves: int = None
+    instructions: int = None
+    full_waits: int = None
+    source: str = 'plan'
+
+
+def facts_from_isa(rep):
+    """Facts of a gimmik.isa report (clang-19, one arch)."""
+    return Facts(registers=int(rep.get('total_vgprs', rep['vgprs'])),
+                 shared=int(rep['lds_bytes']),
+                 spill_bytes=int(rep['scratch_bytes']),
+                 waves=int(rep['occupancy']),
+                 instructions=int(rep['instructions']),
+                 full_waits=int(rep['vmcnt0']), source='isa')
+
+
+def facts_from_ptxas(registers, shared=0, local=0, instructions=None):
+    """Facts of a ptxas -v line (registers, shared and local bytes)."""
+    return Facts(registers=int(registers), shared=int(shared),
+                 spill_bytes=int(local), instructions=instructions,
+                 source='ptxas')
+
+
+def plan_facts(mm, cand, dtype):
+    """Facts from the family's own estimates, for want of a compiler."""
+    kern = mm.kernel(cand, dtype)
+    regs = kern.registers()
+    if regs is None:
+        regs = ADDRESS_REGISTERS
+    return Facts(registers=int(min(regs, 255)),
+                 shared=int(kern.geometry().shared), source='plan')
+
+
+# -- the estimate ------------------------------------------------------------
+
+
+def resident_blocks(a, facts, block_threads):
+    """Blocks of block_threads threads resident on one unit of arch a,
+    from the registers, the shared bytes, the wave and block limits (and
+    the compiler's waves per SIMD where it gives them)."""
+    waves_block = -(-block_threads // a.lanes)
+    regs = max(1, -(-facts.registers // a.reg_granule)*a.reg_granule)
+    waves_simd = a.max_waves // a.simds
+    by_regs = min(waves_simd, a.regs_per_lane // regs)
+    if facts.waves is not None:
+        by_regs = min(by_regs, facts.waves)
+    # the waves of a block spread over the SIMDs
+    blocks = min(a.max_blocks, by_regs*a.simds // waves_block,
+                 a.max_waves // waves_block)
+    if facts.shared:
+        blocks = min(blocks, a.shared_bytes
+                     // (facts.shared + a.shared_reserved))
+    return max(0, blocks)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    seconds: float
+    copy_frac: float       # copy-bandwidth time of the bytes / seconds
+    bound: str             # the term that sets the time
+    terms: dict            # every term, seconds
+    blocks_per_unit: int
+
+
+def estimate(w, facts, a, n, moved_bytes=None):
+    """The :class:`Estimate` of a candidate doing :class:`Work` w with
+    :class:`Facts` facts on :class:`Arch` a for n columns.  moved_bytes:
+    the least bytes the product must move (default w.dram_bytes*n), for
+    the copy fraction."""
+    if n <= 0:
+        raise ValueError(f'n must be positive, not {n}')
+    nblk_cols = -(-int(n) // max(1, w.cols_per_block))
+    grid = nblk_cols*max(1, w.row_groups)
+    per_unit = resident_blocks(a, facts, w.block_threads)
+    if per_unit == 0:
+        return Estimate(math.inf, 0.0, 'does not fit', {}, 0)
+    concurrent = min(grid, per_unit*a.units)
+    rounds = -(-grid // concurrent)
+
+    # registers left for loads in flight cap what the plan would have out
+    room = max(1, facts.registers - ADDRESS_REGISTERS)*4
+    inflight = min(w.inflight, room) if w.straight else w.inflight
+    inflight = max(inflight, 8.0)
+    spill = 2.0*facts.spill_bytes*w.block_threads*grid / n
+    reread = _reread_split(w, a, per_unit, concurrent)
+    # a thread waits once for each registers' worth of its loads
+    waits = max(w.waits, facts.full_waits or 0)
+    if w.straight and w.inflight > room:
+        waits = max(waits, -(-int(w.inflight) // room))
+    # the busiest unit gets ceil(grid / units) blocks: the terms of a
+    # unit's own pipes scale with it, not with the mean
+    imbalance = -(-grid // a.units) / (grid / a.units)
+    clock = a.clock_hz*a.units / imbalance
+    waves_simd = per_unit*-(-w.block_threads // a.lanes) / a.simds
+    busy = min(1.0, waves_simd / BUSY_WAVES)
+    # unrolled code beyond the instruction cache issues at the rate its
+    # misses are served
+    code = facts.instructions if facts.instructions else w.code
+    busy /= min(ICACHE_MISS_SLOWDOWN, max(1.0, code / a.icache_instr))
+    dram = n*(w.dram_bytes + reread['dram'])
+    # panels that fit in L2 are partly served from it
+    resident = L2_RESIDENT*min(1.0, a.l2_size / dram)
+    dram *= 1 - resident + resident*a.copy_bw / a.l2_bw
+    terms = {
+        'dram': _dram_time(dram, grid, concurrent,
+                           w.block_threads*inflight / a.latency_s, a),
+        'l2': n*(w.dram_bytes + reread['l2'] + reread['dram'] + spill)
+        / a.l2_bw,
+        'lds': n*(w.lds_bytes + (w.l2_bytes + spill if a.l1_shared_path
+                                 else 0)) / (a.lds_bytes_clk*clock),
+        'valu': n*w.valu_flops / (a.valu_flop_clk*a.valu_reach*clock
+                                  * busy),
+        'matrix': n*w.matrix_flops / (a.matrix_flop_clk*clock),
+        'issue': n*_instructions(w, facts, a, grid, n)
+        / (a.issue_clk*clock*busy),
+        'latency': rounds*waits*_round_trip(w, a),
+    }
+    bound = max(terms, key=terms.get)
+    t = a.launch_s + terms['valu'] + sum(
+        v**OVERLAP_P for k, v in terms.items() if k != 'valu') \
+        ** (1.0 / OVERLAP_P)
+    moved = moved_bytes if moved_bytes is not None else n*w.dram_bytes
+    return Estimate(t, moved / a.copy_bw / t, bound, terms, per_unit)
+
+
+def _dram_time(nbytes, grid, concurrent, block_bw, a):
+    """Seconds to move nbytes over DRAM in rounds of `concurrent` blocks
+    of the grid's `grid`, each block at most block_bw bytes/s (its bytes
+    in flight over one latency, Little's law): full rounds at
+    min(copy bandwidth, concurrent*block_bw), the last partial round at
+    its own blocks' rate."""
+    per_block = nbytes / grid
+    full, rest = divmod(grid, concurrent)
+    t = full*concurrent*per_block / min(a.copy_bw, concurrent*block_bw)
+    if rest:
+        t += rest*per_block / min(a.copy_bw, rest*block_bw)
+    return t
+
+
+def _round_trip(w, a):
+    """The mean latency of a block's loads: DRAM for the bytes first read,
+    L2 for the re-reads."""
+    first = w.dram_bytes / max(w.l2_bytes, w.dram_bytes)
+    return first*a.latency_s + (1 - first)*a.l2_latency_s
+
+
+def _reread_split(w, a, per_unit, concurrent):
+    """Where a column's re-read bytes (w.l2_bytes beyond w.dram_bytes) are
+    served: L1 where they are a thread's own and the unit's resident
+    blocks' working sets fit its L1; else L2 for the part of the
+    concurrent blocks' working sets L2 holds, DRAM for the rest."""
+    reread = max(0.0, w.l2_bytes - w.dram_bytes)
+    if not reread or not w.reread_set:
+        return {'l2': reread, 'dram': 0.0}
+    if w.reread_local and per_unit*w.reread_set <= a.l1_size:
+        return {'l2': 0.0, 'dram': 0.0}
+    held = min(1.0, a.l2_size / (concurrent*w.reread_set))
+    return {'l2': reread*held, 'dram': reread*(1 - held)}
+
+
+def _instructions(w, facts, a, grid, n):
+    """Wave instructions a column: the compiler's count times the waves
+    of the grid for straight-line kernels, else the plan's estimate."""
+    if facts.instructions is not None and w.straight:
+        waves = grid*-(-w.block_threads // a.lanes)
+        return max(w.instructions, facts.instructions*waves / n)
+    return w.instructions
+
+
+def estimate_candidate(mm, cand, dtype, arch_name, n, facts=None):
+    """The :class:`Estimate` of one candidate of generator mm for n
+    columns on arch_name (facts: the compiler's, else the plan's)."""
+    from gimmik.runtime import moved_bytes
+    a = arch(arch_name)
+    if facts is None:
+        facts = plan_facts(mm, cand, dtype)
+    w = work(mm, cand, dtype)
+    size = np.dtype(dtype).itemsize
+    return estimate(w, facts, a, n, moved_bytes(mm.info, mm.beta, n, size))
+
+
+# -- the order ---------------------------------------------------------------
+
+# Among the first FIRST candidates at most MAX_PER_FAMILY of one family
+# while candidates of other families are left (PyFR times 8) whose
+# estimate is within DIVERSE_WITHIN of the best: a family the estimate
+# puts that far behind is no hedge against its errors
+FIRST = 8
+MAX_PER_FAMILY = 3
+DIVERSE_WITHIN = 2.0
+
+
+def diverse(items, family_of, first=FIRST, per_family=MAX_PER_FAMILY,
+            eligible=None):
+    """items (best first) reordered so that among the first `first` no
+    family has more than per_family while another family still has an
+    eligible item (eligible(x), default every item); the rest keep their
+    order."""
+    eligible = eligible or (lambda x: True)
+    left, out, count = list(items), [], {}
+    while left and len(out) < first:
+        def capped(x):
+            f = family_of(x)
+            return count.get(f, 0) >= per_family and any(
+                family_of(y) != f and eligible(y)
+                and count.get(family_of(y), 0) < per_family for y in left)
+        pick = next((x for x in left if not capped(x)), left[0])
+        left.remove(pick)
+        out.append(pick)
+        count[family_of(pick)] = count.get(family_of(pick), 0) + 1
+    return out + left
+
+
+# Columns estimated where neither the caller nor the generator gives n:
+# PyFR's panel of a 22k-element hex mesh (bench/pyfr_walk.py)
+DEFAULT_N = 110080
+
+
+def rank(mm, cands, dtype, arch_name, n=None, facts=None):
+    """cands ordered by estimated time on arch_name for n columns (default
+    the generator's n, else DEFAULT_N), with family diversity among the
+    first FIRST.  facts: {variant: Facts} or a callable(cand) -> Facts;
+    missing ones come from the plan.  Returns [(cand, Estimate)]."""
+    n = n or mm.n or DEFAULT_N
+    out = []
+    for i, c in enumerate(cands):
+        f = facts(c) if callable(facts) else (facts or {}).get(c.variant)
+        out.append((estimate_candidate(mm, c, dtype, arch_name, n, f), i, c))
+    out.sort(key=lambda x: (x[0].seconds, x[1]))
+    best = out[0][0].seconds if out else 0.0
+    ordered = diverse(out, lambda x: x[2].family,
+                      eligible=lambda x: x[0].seconds
+                      <= DIVERSE_WITHIN*best)
+    return [(c, e) for e, _, c in ordered]
+
+
+def add_isa_estimates(mm, rows, dtype, n=None):
+    """Add est_us, est_copy_frac and est_bound to gimmik.isa report rows
+    (each with 'variant' and 'arch') of HIP generator mm's candidates,
+    estimated from their reports for n columns (default as rank)."""
+    n = n or mm.n or DEFAULT_N
+    by_arch = {}
+    for r in rows:
+        if 'error' in r or r['arch'].split(':')[0] not in ARCHES:
+            continue
+        if r['arch'] not in by_arch:
+            by_arch[r['arch']] = {c.variant: c for c in mm.candidates(
+                dtype, gcn_arch=r['arch'])}
+        cand = by_arch[r['arch']].get(r['variant'])
+        if cand is None:
+            continue
+        e = estimate_candidate(mm, cand, dtype, r['arch'], n,
+                               facts_from_isa(r))
+        r.update(est_us=round(e.seconds*1e6, 2),
+                 est_copy_frac=round(e.copy_frac, 3), est_bound=e.bound)
+    return rows
