@@ -261,6 +261,9 @@ def summary(rows, arch):
     bad = count(lambda r, s: r[f'{s}_all_bad'])
     lines.append(f'  every candidate spills or runs 1 wave/SIMD: ours on '
                  f'{bad["ours"]}, upstream on {bad["up"]}')
+    few_zs2 = count(lambda r, s: r[f'{s}_zs2'] < 3)
+    lines.append(f'  fewer than 3 zero-scratch candidates at >= 2 waves: '
+                 f'ours on {few_zs2["ours"]}, upstream on {few_zs2["up"]}')
     up_only = [r['op'] for r in rows if r['up_zs2'] and not r['ours_zs2']]
     ours_only = [r['op'] for r in rows if r['ours_zs2'] and not r['up_zs2']]
     lines.append(f'  a zero-scratch >= 2-wave candidate in upstream\'s first '
@@ -355,6 +358,8 @@ def main(argv=None):
                         'bench/operators/pyfr-ops.npz and pyfr-ops-p7.npz)')
     p.add_argument('--arch', action='append', default=None,
                    help=f'repeatable (default: {" ".join(ARCHES)})')
+    p.add_argument('--max-nnz', type=int, default=None,
+                   help='skip operators with more non-zeros')
     p.add_argument('--beta', type=float, default=0.0,
                    help='beta of every operator (default 0)')
     p.add_argument('--n', type=int, default=N_DEFAULT,
@@ -385,7 +390,9 @@ def main(argv=None):
             found = suite(args.ops, s)
         except OperatorNameError:
             continue
-        ops.update((k, A) for k, A in found.items() if pyfr_hip_sends(A))
+        ops.update((k, A) for k, A in found.items() if pyfr_hip_sends(A)
+                   and (args.max_nnz is None
+                        or np.count_nonzero(A) <= args.max_nnz))
     if not ops:
         p.error(f'no operator PyFR sends to a generator matches {args.ops}')
 

@@ -146,6 +146,8 @@ def test_rows_and_summary():
     assert '< 4 distinct candidates in the first 8: ours on 1, upstream ' \
         'on 0' in text
     assert 'spills or runs 1 wave/SIMD: ours on 1, upstream on 0' in text
+    assert 'fewer than 3 zero-scratch candidates at >= 2 waves: ours on ' \
+        '1, upstream on 0' in text
     assert "none in ours: 1 (op1)" in text
     assert "none in upstream's: 0" in text
     assert 'op3' not in text
