@@ -81,9 +81,9 @@ FIELDS = (['op', 'm', 'k', 'nnz', 'density', 'nuq', 'used_b_rows', 'beta',
            'arch']
           + [f'{s}_{f}' for f in PER_SIDE for s in SIDES]
           + ['ideal_bytes_col', 'up_dups', 'ours_dups'])
-CAND_FIELDS = ['op', 'arch', 'side', 'rank', 'variant', 'dup_of', 'vgprs',
-               'agprs', 'sgprs', 'waves', 'scratch', 'lds', 'vmcnt0',
-               'instr_col', 'bytes_col', 'error']
+CAND_FIELDS = ['op', 'arch', 'side', 'rank', 'variant', 'dup_of', 'block',
+               'vgprs', 'agprs', 'sgprs', 'waves', 'scratch', 'lds',
+               'vmcnt0', 'instr_col', 'bytes_col', 'error']
 
 
 # -- pure parts (tests/test_hip_upstream_isa.py) ----------------------------
@@ -206,7 +206,8 @@ def candidate_rows(op, arch, side, first):
     out = []
     for rank, (v, _, meta, rep) in enumerate(first):
         row = {'op': op, 'arch': arch, 'side': side, 'rank': rank,
-               'variant': v, 'dup_of': dup_of.get(v, '')}
+               'variant': v, 'dup_of': dup_of.get(v, ''),
+               'block': 'x'.join(map(str, meta['block']))}
         if isinstance(rep, dict):
             instr, moved = per_column(rep, meta)
             row.update(vgprs=rep['vgprs'], agprs=rep['agprs'],
@@ -286,8 +287,9 @@ def summary(rows, arch):
                         ('min_bytes_col', 'global bytes')):
         med, k = _ratio_median(rows, field)
         if med is not None:
-            lines.append(f'  fewest {what} per column, ours / upstream: '
-                         f'median {med:.3f} over {k} operators')
+            lines.append(f'  fewest {what} per column in the static '
+                         f'listing, ours / upstream: median {med:.3f} over '
+                         f'{k} operators')
     err = count(lambda r, s: r[f'{s}_errors'])
     if err['ours'] or err['up']:
         lines.append(f'  operators with failed compiles: ours {err["ours"]}, '
