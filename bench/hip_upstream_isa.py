@@ -31,7 +31,7 @@ to an earlier one (slots a tuner wastes).  A summary goes to stdout.
 
     PYTHONPATH=. python bench/hip_upstream_isa.py --jobs 2
     PYTHONPATH=. python bench/hip_upstream_isa.py --ops 'p4-hex-*' \\
-        --arch gfx942 --out-dir /tmp/sample
+        --arch gfx942 --out-dir sample-out
 
 No GPU needed; each report is cached by source hash (gimmik.isa), so a
 re-run compiles only the sources that changed.
