@@ -192,11 +192,15 @@ def test_upstream_style_vector_source_compiles():
 
 @pytest.mark.skipif(hu.find_upstream() is None,
                     reason='upstream GiMMiK 4.0 not present (.upstream/)')
-def test_upstream_beta0_preload_slots_are_copies():
+def test_upstream_beta0_preload_slots_are_copies(monkeypatch):
     """Upstream's first 8 for a PyFR operator at beta 0 repeat sources;
     at beta 1 they do not."""
-    from upstream import load_upstream
-    up = load_upstream(hu.find_upstream())
+    import upstream as upl
+    # load afresh, whatever another test loaded before
+    monkeypatch.setattr(upl, '_loaded', {})
+    for k in [k for k in sys.modules if upl._is_pkg(k, upl.UP_NAME)]:
+        monkeypatch.delitem(sys.modules, k)
+    up = upl.load_upstream(hu.find_upstream())
     A = np.load(os.path.join(ROOT, 'bench', 'operators',
                              'pyfr-ops.npz'))['p1-hex-m0']
     n = hu.N_DEFAULT
