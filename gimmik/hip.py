@@ -57,7 +57,10 @@ MFMA_DENSE_LEAD = dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=2)
 # BIG_M), whose per-lane state does not grow with m and k:
 # - bstream-mgroup: row groups of at most msplit*rows rows, one a block,
 #   B staged through LDS chunks of bsz rows (bsz/msplit loads a wave a
-#   chunk); 2*bsz*64 values of LDS a block;
+#   chunk); 2*bsz*64 values of LDS a block (clang-19, p4-hex-m460-shaped
+#   A: 46-92 VGPRs, no scratch, 2-4 waves a SIMD by LDS; its vmcnt(0)
+#   waits are one per 2-4 loads: the per-wave switch is not known to be
+#   uniform);
 # - cstream-mblock: `groups` row groups, one a block, B read directly into
 #   registers (the register filter drops the group counts whose groups
 #   hold too many B values);
@@ -65,19 +68,16 @@ MFMA_DENSE_LEAD = dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=2)
 #   a tile, a row's accumulator live only while its terms are under way.
 BIG_M = 64
 BOUNDED_ROWS = [
-    ('bstream-mgroup', dict(msplit=4, rows=16, bsz=32, ntload=True), 'bigm'),
     ('cstream-mblock', dict(width=1, groups=32), 'bigm'),
-    ('bstream-mgroup', dict(msplit=2, rows=16, bsz=16, ntload=True), 'bigm'),
+    ('bstream-mgroup', dict(msplit=4, rows=16, bsz=32, ntload=True), 'bigm'),
     ('cstream-mblock', dict(width=1, groups=64), 'bigm'),
-    ('bstream-mgroup', dict(msplit=4, rows=8, bsz=16), 'bigm'),
-    ('bstream-warprows', dict(msplit=8, bsz=24), 'bigm'),
     ('cstream-mblock', dict(width=1, groups=16), 'bigm'),
-    ('bstream-mgroup', dict(msplit=4, rows=8, bsz=32, ntload=True), 'bigm'),
-    ('cstream-mblock', dict(width=1, groups=128), 'bigm'),
     ('bstream-warprows', dict(msplit=16, bsz=24), 'bigm'),
-    ('bstream-mgroup', dict(msplit=2, rows=8, bsz=16, width=2,
-                            ntload=True), 'bigm w2'),
+    ('cstream-mblock', dict(width=1, groups=128), 'bigm'),
+    ('bstream-mgroup', dict(msplit=2, rows=16, bsz=16, ntload=True), 'bigm'),
+    ('bstream-warprows', dict(msplit=8, bsz=24), 'bigm'),
     ('cstream-mblock', dict(width=1, groups=8), 'bigm'),
+    ('bstream-mgroup', dict(msplit=4, rows=8, bsz=32, ntload=True), 'bigm'),
 ]
 
 # The HIP candidate table.  Each row: family, parameters, and the condition
