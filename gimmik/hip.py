@@ -56,28 +56,31 @@ MFMA_DENSE_LEAD = dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=2)
 # Register-bounded rows for operators with many rows (gate 'bigm': m >
 # BIG_M), whose per-lane state does not grow with m and k:
 # - bstream-mgroup: row groups of at most msplit*rows rows, one a block,
-#   B staged through LDS chunks of bsz rows (bsz/msplit loads a wave a
-#   chunk); 2*bsz*64 values of LDS a block (clang-19, p4-hex-m460-shaped
-#   A: 46-92 VGPRs, no scratch, 2-4 waves a SIMD by LDS; its vmcnt(0)
-#   waits are one per 2-4 loads: the per-wave switch is not known to be
-#   uniform);
+#   B staged through LDS in chunks of bsz rows (bsz/msplit loads a wave a
+#   chunk, one wait for all of them), one buffer of bsz*64 values
+#   (clang-19, p4-hex-m460: 70-114 VGPRs, no scratch, 2 waves a SIMD,
+#   one vmcnt(0) per 11-13 loads);
 # - cstream-mblock: `groups` row groups, one a block, B read directly into
 #   registers (the register filter drops the group counts whose groups
-#   hold too many B values);
-# - bstream-warprows: one block of msplit waves a column tile, B read once
-#   a tile, a row's accumulator live only while its terms are under way.
+#   hold too many B values; clang-19: 28-126 VGPRs, mostly 8 waves a
+#   SIMD, a few vmcnt(0) waits in all).
+# (bstream-warprows is not offered on HIP: at 16 waves a block, 128 VGPRs
+# a lane, it spilled on a p5-hex-m3-shaped operator, and its stores of
+# loads straight into LDS wait once every 1-3 loads.)
 BIG_M = 64
 BOUNDED_ROWS = [
     ('cstream-mblock', dict(width=1, groups=32), 'bigm'),
-    ('bstream-mgroup', dict(msplit=4, rows=16, bsz=32, ntload=True), 'bigm'),
+    ('bstream-mgroup', dict(msplit=4, rows=16, bsz=64, nbuf=1, ntload=True),
+     'bigm'),
     ('cstream-mblock', dict(width=1, groups=64), 'bigm'),
     ('cstream-mblock', dict(width=1, groups=16), 'bigm'),
-    ('bstream-warprows', dict(msplit=16, bsz=24), 'bigm'),
+    ('bstream-mgroup', dict(msplit=2, rows=16, bsz=32, nbuf=1, ntload=True),
+     'bigm'),
     ('cstream-mblock', dict(width=1, groups=128), 'bigm'),
-    ('bstream-mgroup', dict(msplit=2, rows=16, bsz=16, ntload=True), 'bigm'),
-    ('bstream-warprows', dict(msplit=8, bsz=24), 'bigm'),
+    ('bstream-mgroup', dict(msplit=4, rows=8, bsz=64, nbuf=1), 'bigm'),
+    ('cstream-mblock', dict(width=2, groups=64), 'bigm w2'),
     ('cstream-mblock', dict(width=1, groups=8), 'bigm'),
-    ('bstream-mgroup', dict(msplit=4, rows=8, bsz=32, ntload=True), 'bigm'),
+    ('cstream-mblock', dict(width=2, groups=128), 'bigm w2'),
 ]
 
 # The HIP candidate table.  Each row: family, parameters, and the condition

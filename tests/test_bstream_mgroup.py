@@ -1,6 +1,6 @@
 """bstream-mgroup (gimmik.families.bstream_mgroup): the plan covers every
 term of A once within bounded row groups, and the register-bounded HIP
-rows (bstream-mgroup, cstream-mblock, bstream-warprows) run exactly in the
+rows (bstream-mgroup, cstream-mblock) run exactly in the
 CPU executor: ragged n, padded strides, beta 0, 1 and -0.5, f32 and f64,
 n baked and not; a perturbed bake is caught."""
 
@@ -62,11 +62,12 @@ def test_plan_covers_every_term_once(rng, msplit, rows, bsz):
 
 
 MGROUP = [dict(msplit=4, rows=4, bsz=8),
+          dict(msplit=4, rows=4, bsz=12, nbuf=1),
           dict(msplit=2, rows=8, bsz=16, ntload=True),
           dict(msplit=2, rows=8, bsz=16, width=2, ntload=True)]
 BOUNDED = [('bstream-mgroup', p) for p in MGROUP] + [
     ('cstream-mblock', dict(width=1, groups=8)),
-    ('bstream-warprows', dict(msplit=8, bsz=8))]
+    ('cstream-mblock', dict(width=2, groups=4))]
 COMBOS = list(itertools.product((np.float64, np.float32), (0.0, 1.0, -0.5),
                                 (False, True)))
 
@@ -150,3 +151,15 @@ def test_no_spilling_fallback(rng):
     for c in mm.candidates(np.float32):
         est = mm.kernel(c, np.float32).registers()
         assert est is None or est <= MAX_EST_VGPRS, c.variant
+
+
+@pytest.mark.parametrize('params,offered', [
+    (dict(msplit=4, rows=16, bsz=64), True),
+    (dict(msplit=4, rows=16, bsz=62), False),     # bsz not a multiple
+    (dict(msplit=4, rows=32, bsz=64), False),     # one group of 100 rows
+    (dict(msplit=4, rows=1, bsz=8), True),
+])
+def test_adapt(params, offered):
+    from gimmik.families.bstream_mgroup import BstreamMgroup
+    mm = HIPMatMul(np.eye(100))
+    assert (BstreamMgroup.adapt(mm, params) is not None) == offered

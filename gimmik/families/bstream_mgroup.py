@@ -1,10 +1,10 @@
 """bstream-mgroup (HIP, CUDA): the rows of C cut into contiguous row
 groups of at most msplit*rows rows, one group a block (row_groups blocks
 per column tile); within a block, wave y owns at most `rows` rows of the
-group.  The used rows of B the group needs go through a double-buffered
-LDS chunk of bsz rows: each wave loads its share of the next chunk into
-registers before the current chunk is consumed and writes it to LDS after,
-so one barrier ends each chunk.  A lane's registers are its rows'
+group.  The used rows of B the group needs go through LDS in chunks of bsz
+rows, in nbuf buffers (default 2): each wave loads its share of the next
+chunk into registers before the current chunk is consumed and writes it to
+LDS after (one barrier a chunk with two buffers, two with one).  A lane's registers are its rows'
 accumulators plus its share of a chunk, whatever m and k are: the price is
 that B rows several groups use are read once a group (from cache when the
 groups of a column tile run together)."""
@@ -38,8 +38,7 @@ def group_rows(m, msplit, rows):
 def mgroup_plan(A, msplit, rows, bsz):
     groups = []
     for r0, r1 in group_rows(A.shape[0], msplit, rows):
-        sub = plans.msplit_plan(A[r0:r1], min(msplit, r1 - r0), bsz,
-                                even=True)
+        sub = plans.msplit_plan(A[r0:r1], msplit, bsz, even=True)
         groups.append((r0, r1, sub))
     nacc = max(sub.nacc for _, _, sub in groups)
     nstage = max([len(ld) for _, _, sub in groups for per_q in sub.loads
@@ -52,12 +51,14 @@ class BstreamMgroup(Family):
 
     @classmethod
     def adapt(cls, mm, params):
-        # a block's waves must each get a row; one group is bstream-msplit
-        m = mm.info.m
-        ms = min(params['msplit'], m)
-        if len(group_rows(m, ms, params['rows'])) < 2:
+        # one group is bstream-msplit; every wave of a block gets a row of
+        # each group and the same share of a chunk (bsz a multiple of
+        # msplit: the chunk slots a wave writes stay inside the buffer)
+        groups = group_rows(mm.info.m, params['msplit'], params['rows'])
+        if (len(groups) < 2 or params['bsz'] % params['msplit']
+                or min(r1 - r0 for r0, r1 in groups) < params['msplit']):
             return None
-        return dict(params, msplit=ms)
+        return params
 
     @property
     def ngroups(self):
@@ -68,7 +69,8 @@ class BstreamMgroup(Family):
         p = self.params
         w = p.get('width', 1)
         return Geometry((self.warp, p['msplit'], 1),
-                        2*p['bsz']*self.warp*w*self.itemsize, w,
+                        p.get('nbuf', 2)*p['bsz']*self.warp*w*self.itemsize,
+                        w,
                         row_groups=self.ngroups)
 
     def build_plan(self):
@@ -78,7 +80,7 @@ class BstreamMgroup(Family):
     def context(self):
         p = self.params
         return {'plan': self.plan, 'bsz': p['bsz'],
-                'ntload': p.get('ntload', False)}
+                'nbuf': p.get('nbuf', 2), 'ntload': p.get('ntload', False)}
 
     def live_values(self):
         # one wave's accumulators and its staged share of a chunk
