@@ -15,8 +15,9 @@ bench/results/hip-offer-audit-NAME.csv says whether these targets hold:
 - at least 3 of the first 8 at >= 2 waves per SIMD (clang's Occupancy,
   which counts VGPRs, AGPRs, LDS and the block size);
 - loads batched: no candidate waits for all vector memory operations
-  (`s_waitcnt vmcnt(0)`) more than once per 8 global loads (one wait is
-  allowed whatever the loads).
+  (`s_waitcnt vmcnt(0)`) more than once per 8 global loads on the path a
+  block runs (one wait a path allowed whatever its loads; a kernel whose
+  blocks take one of G row groups runs 1/G of its loads and waits).
 
     PYTHONPATH=. nice python3 bench/hip_offer_audit.py --name all
     PYTHONPATH=. python3 bench/hip_offer_audit.py --ops 'p4-hex-m460' --name x
@@ -60,7 +61,8 @@ LOADS_PER_VM0 = 8
 
 FIELDS = ['op', 'm', 'k', 'nnz', 'density', 'dtype', 'n_mode', 'arch',
           'offered', 'distinct_first8', 'max_scratch', 'waves_first8',
-          'at_2_waves', 'worst_vm0_ratio', 'vm0_fail', 'worst_variant',
+          'at_2_waves', 'worst_vm0_ratio', 'vm0_fail', 'vm0_fail_first8',
+          'vm0_fail_variants', 'worst_variant',
           'pass', 'why']
 
 
@@ -89,29 +91,34 @@ def operators(patterns):
     return out
 
 
-def vm0_ok(rep):
-    loads = sum(rep['global_loads'].values())
-    return rep['vmcnt0'] <= max(1, loads // LOADS_PER_VM0)
+def vm0_ok(rep, paths=1):
+    """Whether a kernel waits for all vector memory operations at most
+    once per LOADS_PER_VM0 global loads on the path a block runs (at least
+    once a path).  A kernel whose blocks take one of `paths` row groups
+    (meta row_groups) runs 1/paths of its loads and waits."""
+    loads = sum(rep['global_loads'].values()) / paths
+    return rep['vmcnt0'] / paths <= max(1, loads // LOADS_PER_VM0)
 
 
 def judge(offered, reps):
     """(row fields, pass, why) of one operator x dtype x n-mode x arch:
-    offered [(variant, src)], reps the ISA reports in that order."""
+    offered [(variant, src, row groups)], reps the ISA reports in that
+    order."""
     first = offered[:PYFR_NKERNS]
     distinct = len({hashlib.sha256(s.encode()).hexdigest()
-                    for _, s in first})
-    errors = [v for (v, _), r in zip(offered, reps)
+                    for _, s, _ in first})
+    errors = [v for (v, _, _), r in zip(offered, reps)
               if isinstance(r, Exception)]
-    good = [(v, r) for (v, _), r in zip(offered, reps)
+    good = [(v, r, g) for (v, _, g), r in zip(offered, reps)
             if not isinstance(r, Exception)]
-    scratch = max([r['scratch_bytes'] for _, r in good] or [0])
-    waves = [r['occupancy'] for (_, _), r in zip(first, reps[:len(first)])
+    scratch = max([r['scratch_bytes'] for _, r, _ in good] or [0])
+    waves = [r['occupancy'] for r in reps[:len(first)]
              if not isinstance(r, Exception)]
     at2 = sum(w >= MIN_WAVES for w in waves)
     ratios = [(r['vmcnt0'] / max(1, sum(r['global_loads'].values())), v)
-              for v, r in good]
+              for v, r, _ in good]
     worst, worst_v = max(ratios) if ratios else (0.0, '')
-    vm0_bad = [v for v, r in good if not vm0_ok(r)]
+    vm0_bad = [i for i, (v, r, g) in enumerate(good) if not vm0_ok(r, g)]
     why = []
     if not offered:
         why.append('nothing offered')
@@ -130,7 +137,10 @@ def judge(offered, reps):
             'max_scratch': scratch,
             'waves_first8': ' '.join(map(str, waves)),
             'at_2_waves': at2, 'worst_vm0_ratio': f'{worst:.3f}',
-            'vm0_fail': len(vm0_bad), 'worst_variant': worst_v,
+            'vm0_fail': len(vm0_bad),
+            'vm0_fail_first8': sum(i < len(first) for i in vm0_bad),
+            'vm0_fail_variants': ' '.join(good[i][0] for i in vm0_bad),
+            'worst_variant': worst_v,
             'pass': int(not why), 'why': '; '.join(why)}
 
 
@@ -162,11 +172,12 @@ def main(argv=None):
                              if mode == 'baked' else {})
                     mm = HIPMatMul(A, beta=beta_of(name), aligne=ALIGNE,
                                    **sizes)
-                    per_arch = {arch: [(m['variant'], s) for s, m in
+                    per_arch = {arch: [(m['variant'], s,
+                                        m.get('row_groups', 1)) for s, m in
                                        mm.kernels(dtype, gcn_arch=arch)]
                                 for arch in args.arch}
                     jobs = [(s, arch) for arch in args.arch
-                            for _, s in per_arch[arch]]
+                            for _, s, _ in per_arch[arch]]
                     reps = inspect_many(jobs, args.jobs)
                     for arch in args.arch:
                         offered = per_arch[arch]

@@ -82,6 +82,8 @@ BOUNDED_ROWS = [
     ('cstream-mblock', dict(width=1, groups=8), 'bigm'),
     ('cstream-mblock', dict(width=2, groups=128), 'bigm w2'),
 ]
+BOUNDED_FAMILIES = frozenset(f for f, _, _ in BOUNDED_ROWS)
+MBLOCK_MIN_ROWS = 2
 
 # The HIP candidate table.  Each row: family, parameters, and the condition
 # (on the generator and the requested dtype/arch) under which it is offered.
@@ -178,7 +180,8 @@ class HIPMatMul(MatMul):
     def _candidates(self, dtype, gcn_arch, warp_size):
         out = self._from_table(
             CANDIDATES, _gates(self, dtype, gcn_arch, warp_size), dtype,
-            {'gcn_arch': gcn_arch, 'warp_size': warp_size})
+            {'gcn_arch': gcn_arch, 'warp_size': warp_size},
+            adapt=self._adapt)
 
         # mfma-gemm leads where mfma-dense's leading row does not fit
         if MfmaDense.adapt(self, MFMA_DENSE_LEAD) is None:
@@ -187,8 +190,25 @@ class HIPMatMul(MatMul):
 
         # drop the candidates that would spill or run one wave a SIMD
         out = [c for c in out if self._registers_fit(c, dtype)]
-        return order_candidates(self.info, out, 'hip', beta=self.beta,
-                                n=self.n)
+        out = order_candidates(self.info, out, 'hip', beta=self.beta,
+                               n=self.n)
+
+        # many rows and no MFMA: the register-bounded rows lead, in table
+        # order (clang-19: the unrolled streams hold a value per row there)
+        if self.info.m > BIG_M and not any(c.family.startswith('mfma')
+                                           for c in out):
+            out = ([c for c in out if c.family in BOUNDED_FAMILIES]
+                   + [c for c in out if c.family not in BOUNDED_FAMILIES])
+        return out
+
+    def _adapt(self, family, params):
+        """HIP's own binding of a row: cstream-mblock only with at least
+        MBLOCK_MIN_ROWS rows a group (a group of one row waits for its B
+        values as soon as it loads them)."""
+        if (family == 'cstream-mblock'
+                and params['groups']*MBLOCK_MIN_ROWS > self.info.m):
+            return None
+        return params
 
     def _registers_fit(self, cand, dtype):
         """Whether a candidate's register estimate is within
