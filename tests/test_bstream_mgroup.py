@@ -163,3 +163,24 @@ def test_adapt(params, offered):
     from gimmik.families.bstream_mgroup import BstreamMgroup
     mm = HIPMatMul(np.eye(100))
     assert (BstreamMgroup.adapt(mm, params) is not None) == offered
+
+
+@pytest.mark.parametrize('dtype,beta,baked', [(np.float64, -0.5, True),
+                                              (np.float32, 1.0, False)])
+def test_renders_for_cuda_emulated(rng, dtype, beta, baked):
+    """The shared template on the CUDA platform (32-wide warps), in the
+    CUDA executor."""
+    from gimmik import CUDAMatMul
+    from gimmik.emulate import run_cuda
+
+    A = tall_operator(rng)
+    n, lb, lc = 301, 304, 306
+    kw = dict(n=n, ldb=lb, ldc=lc) if baked else {}
+    mm = CUDAMatMul(A, beta=beta, aligne=2, **kw)
+    cand = Candidate('bstream-mgroup', dict(msplit=4, rows=4, bsz=8,
+                                            nbuf=1),
+                     {'compute_capability': (9, 0)})
+    src, meta = mm.render(cand, dtype)
+    p = Panels(rng, A, beta, dtype, n, lb, lc)
+    run_cuda(src, meta, p.b, p.c)
+    p.check(f'cuda {np.dtype(dtype).name} beta={beta} baked={baked}')
