@@ -3,11 +3,12 @@ groups of at most msplit*rows rows, one group a block (row_groups blocks
 per column tile); within a block, wave y owns at most `rows` rows of the
 group.  The used rows of B the group needs go through LDS in chunks of bsz
 rows, in nbuf buffers (default 2): each wave loads its share of the next
-chunk into registers before the current chunk is consumed and writes it to
-LDS after (one barrier a chunk with two buffers, two with one).  A lane's registers are its rows'
-accumulators plus its share of a chunk, whatever m and k are: the price is
-that B rows several groups use are read once a group (from cache when the
-groups of a column tile run together)."""
+chunk (chunk rows y, y + msplit, ...) into registers before the current
+chunk is consumed and writes it to LDS after (one barrier a chunk with two
+buffers, two with one).  A lane's registers are its rows' accumulators
+plus its share of a chunk, whatever m and k are: the price is that B rows
+several groups use are read once a group (from cache when the groups of a
+column tile run together)."""
 
 from dataclasses import dataclass
 
