@@ -25,7 +25,7 @@ if HERE not in sys.path:
 
 from gimmik import cost  # noqa: E402
 from gimmik.hip import HIPMatMul  # noqa: E402
-from pyfr_walk import (beta_of, nvars_of, pyfr_panel,  # noqa: E402
+from walk_replay import (beta_of, nvars_of, pyfr_panel,  # noqa: E402
                        split_name)
 
 # PyFR's HIP alignment: 128 bytes of f64, as its CUDA backend

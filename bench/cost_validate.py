@@ -151,7 +151,7 @@ def ptxas_facts(src, arch='sm_90'):
 def validate(measured, ops, facts_from='csv', ns=None):
     from gimmik.cuda import CUDAMatMul
     from gimmik.tune import _ld_align      # the sweep's aligne rule
-    from pyfr_walk import beta_of, split_name
+    from walk_replay import beta_of, split_name
     rows, unmapped = [], collections.Counter()
     for (name, n, baked), meas in sorted(measured.items()):
         if ns and n not in ns:

@@ -42,7 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from pyfr_walk import (PYFR_FLAGS, PYFR_NKERNS, kname_of,  # noqa: E402
+from walk_replay import (PYFR_FLAGS, PYFR_NKERNS, kname_of,  # noqa: E402
                        nvars_of, pyfr_aligne, pyfr_panel, pyfr_sends)
 
 # The operators of an Euler case, with PyFR's beta for each

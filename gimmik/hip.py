@@ -28,9 +28,12 @@ MFMA_ARCHS = frozenset({'gfx90a', 'gfx940', 'gfx941', 'gfx942', 'gfx950'})
 # values in 32-bit words plus a margin for addresses and indices) exceeds
 # this many VGPRs is not offered: the compiler would spill it to scratch
 # (clang-19 spills cstream/width2 of p3-pyr-m132, 90 live B rows, on
-# gfx942).  When no estimated candidate fits, the one that needs the fewest
-# is still offered.
+# gfx942) or run it at one wave per SIMD.  A block of w wavefronts gets at
+# most 512/ceil(w/4) VGPRs a lane (a CU's four SIMDs share its waves), so
+# larger blocks have a lower limit (SIMD_VGPRS).  No fallback: where
+# nothing fits, the register-bounded rows below are what is offered.
 MAX_EST_VGPRS = 200
+SIMD_VGPRS = 512
 
 # mfma-gemm rows (gimmik.fragments.mfma_gemm): wavefronts mwaves x nwaves,
 # each with wm x wn 16x16 accumulator tiles, stages of 4*kstage columns of
@@ -49,6 +52,38 @@ MFMA_GEMM_ROWS = [
 
 # The first mfma-dense row: where it is dropped, mfma-gemm leads.
 MFMA_DENSE_LEAD = dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=2)
+
+# Register-bounded rows for operators with many rows (gate 'bigm': m >
+# BIG_M), whose per-lane state does not grow with m and k:
+# - bstream-mgroup: row groups of at most msplit*rows rows, one a block,
+#   B staged through LDS in chunks of bsz rows (bsz/msplit loads a wave a
+#   chunk, one wait for all of them), one buffer of bsz*64 values
+#   (clang-19, p4-hex-m460: 70-114 VGPRs, no scratch, 2 waves a SIMD,
+#   one vmcnt(0) per 11-13 loads);
+# - cstream-mblock: `groups` row groups, one a block, B read directly into
+#   registers (the register filter drops the group counts whose groups
+#   hold too many B values; clang-19: 28-126 VGPRs, mostly 8 waves a
+#   SIMD, a few vmcnt(0) waits in all).
+# (bstream-warprows is not offered on HIP: at 16 waves a block, 128 VGPRs
+# a lane, it spilled on a p5-hex-m3-shaped operator, and its stores of
+# loads straight into LDS wait once every 1-3 loads.)
+BIG_M = 64
+BOUNDED_ROWS = [
+    ('cstream-mblock', dict(width=1, groups=32), 'bigm'),
+    ('bstream-mgroup', dict(msplit=4, rows=16, bsz=64, nbuf=1, ntload=True),
+     'bigm'),
+    ('cstream-mblock', dict(width=1, groups=64), 'bigm'),
+    ('cstream-mblock', dict(width=1, groups=16), 'bigm'),
+    ('bstream-mgroup', dict(msplit=2, rows=16, bsz=32, nbuf=1, ntload=True),
+     'bigm'),
+    ('cstream-mblock', dict(width=1, groups=128), 'bigm'),
+    ('bstream-mgroup', dict(msplit=4, rows=8, bsz=64, nbuf=1), 'bigm'),
+    ('cstream-mblock', dict(width=2, groups=64), 'bigm w2'),
+    ('cstream-mblock', dict(width=1, groups=8), 'bigm'),
+    ('cstream-mblock', dict(width=2, groups=128), 'bigm w2'),
+]
+BOUNDED_FAMILIES = frozenset(f for f, _, _ in BOUNDED_ROWS)
+MBLOCK_MIN_ROWS = 2
 
 # The HIP candidate table.  Each row: family, parameters, and the condition
 # (on the generator and the requested dtype/arch) under which it is offered.
@@ -101,6 +136,7 @@ CANDIDATES = [
     ('cstream-ksplit', dict(ksplit=2, preload_c=True), 'beta'),
     ('bstream-msplit', dict(width=1, msplit=2, bsz=16, ntload=False,
                             preload_c=True), 'beta'),
+    *BOUNDED_ROWS,
 ]
 
 
@@ -113,6 +149,7 @@ def _gates(mm, dtype, arch, warp_size=64):
         'f64': dtype == np.float64,
         'mfma': mfma_ok(mm.info, dtype, arch, warp_size),
         'gemm': max(mm.info.m, mm.info.k) > mfma_gemm.MIN_DIM,
+        'bigm': mm.info.m > BIG_M,
     }
 
 
@@ -143,22 +180,46 @@ class HIPMatMul(MatMul):
     def _candidates(self, dtype, gcn_arch, warp_size):
         out = self._from_table(
             CANDIDATES, _gates(self, dtype, gcn_arch, warp_size), dtype,
-            {'gcn_arch': gcn_arch, 'warp_size': warp_size})
+            {'gcn_arch': gcn_arch, 'warp_size': warp_size},
+            adapt=self._adapt)
 
         # mfma-gemm leads where mfma-dense's leading row does not fit
         if MfmaDense.adapt(self, MFMA_DENSE_LEAD) is None:
             out = ([c for c in out if c.family == 'mfma-gemm']
                    + [c for c in out if c.family != 'mfma-gemm'])
 
-        # drop the candidates that would spill, keeping at least the least
-        # demanding one
-        est = [self.kernel(c, dtype).registers() for c in out]
-        fits = [e is None or e <= MAX_EST_VGPRS for e in est]
-        if not any(f for f, e in zip(fits, est) if e is not None):
-            least = min((e, i) for i, e in enumerate(est) if e is not None)
-            fits[least[1]] = True
-        return order_candidates(self.info, [c for c, f in zip(out, fits) if f],
-                                'hip', beta=self.beta, n=self.n)
+        # drop the candidates that would spill or run one wave a SIMD
+        out = [c for c in out if self._registers_fit(c, dtype)]
+        out = order_candidates(self.info, out, 'hip', beta=self.beta,
+                               n=self.n)
+
+        # many rows and no MFMA: the register-bounded rows lead, in table
+        # order (clang-19: the unrolled streams hold a value per row there)
+        if self.info.m > BIG_M and not any(c.family.startswith('mfma')
+                                           for c in out):
+            out = ([c for c in out if c.family in BOUNDED_FAMILIES]
+                   + [c for c in out if c.family not in BOUNDED_FAMILIES])
+        return out
+
+    def _adapt(self, family, params):
+        """HIP's own binding of a row: cstream-mblock only with at least
+        MBLOCK_MIN_ROWS rows a group (a group of one row waits for its B
+        values as soon as it loads them)."""
+        if (family == 'cstream-mblock'
+                and params['groups']*MBLOCK_MIN_ROWS > self.info.m):
+            return None
+        return params
+
+    def _registers_fit(self, cand, dtype):
+        """Whether a candidate's register estimate is within
+        MAX_EST_VGPRS and what a lane of its block may have."""
+        kern = self.kernel(cand, dtype)
+        est = kern.registers()
+        if est is None:
+            return True
+        block = kern.geometry().block
+        waves = -(-block[0]*block[1]*block[2] // self.warp_size(cand.opts))
+        return est <= min(MAX_EST_VGPRS, SIMD_VGPRS // -(-waves // 4))
 
     def _fits(self, cand, dtype):
         g = self.kernel(cand, dtype).geometry()

@@ -64,8 +64,11 @@ class MsplitPlan:
     loads: list        # [q][y] -> [chunk_row r] this wavefront stages
 
 
-def msplit_plan(A, msplit, bsz):
-    groups = balanced_row_groups(A, msplit)
+def msplit_plan(A, msplit, bsz, even=False):
+    """even: the wavefronts get near-equal numbers of rows (bounding the
+    accumulators of each) instead of near-equal work."""
+    groups = (split_even(A.shape[0], msplit) if even
+              else balanced_row_groups(A, msplit))
     bix = np.flatnonzero((A != 0).any(axis=0))
     chs = chunks([int(j) for j in bix], bsz)
     started = set()

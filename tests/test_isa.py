@@ -476,3 +476,34 @@ def test_isa_inspect_rejects_src(label, src, exc):
     isa = pytest.importorskip('gimmik.isa')
     with raises_naming(exc, 'src'):
         isa.inspect(src, 'gfx942')
+
+
+# -- the register-bounded rows on large sparse operators ---------------------
+# Operators with many rows of distinct shapes (hex, prism-like): the first 8
+# candidates offered with n baked compile without scratch and at least 3 of
+# them reach 2 waves per SIMD on both arches (bench/hip_offer_audit.py
+# checks every operator PyFR's HIP backend sends).
+BOUNDED_OPS = [('p3-hex-m460', 0.0), ('p4-hex-m460', 0.0)]
+PYFR_N = 110080
+
+
+@pytest.mark.parametrize('name,beta', BOUNDED_OPS)
+def test_large_sparse_offer_no_scratch_and_waves(name, beta):
+    _clang_or_skip()
+    from gimmik.hip import HIPMatMul
+
+    A = _operator(name)
+    mm = HIPMatMul(A, beta=beta, aligne=16, n=PYFR_N, ldb=PYFR_N,
+                   ldc=PYFR_N)
+    for arch in ARCHES:
+        first = list(mm.kernels('float64', gcn_arch=arch))[:8]
+        assert len(first) >= 6, f'{name} {arch}: {len(first)} offered'
+        reps = isa.inspect_many([(src, arch) for src, _ in first],
+                                workers=2)
+        waves = []
+        for (_, meta), rep in zip(first, reps):
+            what = f'{name} {meta["variant"]} {arch}'
+            assert not isinstance(rep, Exception), f'{what}: {rep}'
+            assert rep['scratch_bytes'] == 0, what
+            waves.append(rep['occupancy'])
+        assert sum(w >= 2 for w in waves) >= 3, f'{name} {arch}: {waves}'

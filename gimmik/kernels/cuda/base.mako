@@ -50,3 +50,6 @@ __ldcs(${self.ptr('b', j, 'ldbl', col, w)})\
 ## C is written once and not read back by this kernel: st 'cs' stores it
 ## evict-first, 'cg' caches it in L2 for the next kernel.
 <%def name="store_c(i, col, w, val)" buffered="True">${'__stcg' if st == 'cg' else '__stcs'}(${self.ptr('c', i, 'ldcl', col, w)}, ${val})</%def>
+
+## A value the same in every lane of a warp (e.g. threadIdx.y).
+<%def name="wave_uniform(x)" buffered="True">${x}</%def>

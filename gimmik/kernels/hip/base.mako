@@ -28,3 +28,9 @@ __builtin_nontemporal_load(${self.ptr('b', j, 'ldbl', col, w)})\
 
 ## C is written once and not read back by this kernel: store non-temporally.
 <%def name="store_c(i, col, w, val)" buffered="True">__builtin_nontemporal_store(${val}, ${self.ptr('c', i, 'ldcl', col, w)})</%def>
+
+## A value the same in every lane of a wavefront (e.g. threadIdx.y), made
+## scalar: branches on it are then uniform (a switch compiles to scalar
+## branches, not to every case in turn under exec masks) and selects on it
+## are scalar.
+<%def name="wave_uniform(x)" buffered="True">__builtin_amdgcn_readfirstlane(${x})</%def>

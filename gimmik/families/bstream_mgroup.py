@@ -1,0 +1,88 @@
+"""bstream-mgroup (HIP, CUDA): the rows of C cut into contiguous row
+groups of at most msplit*rows rows, one group a block (row_groups blocks
+per column tile); within a block, wave y owns at most `rows` rows of the
+group.  The used rows of B the group needs go through LDS in chunks of bsz
+rows, in nbuf buffers (default 2): each wave loads its share of the next
+chunk (chunk rows y, y + msplit, ...) into registers before the current
+chunk is consumed and writes it to LDS after (one barrier a chunk with two
+buffers, two with one).  A lane's registers are its rows' accumulators
+plus its share of a chunk, whatever m and k are: the price is that B rows
+several groups use are read once a group (from cache when the groups of a
+column tile run together)."""
+
+from dataclasses import dataclass
+
+from gimmik import plans
+from gimmik.analysis import split_even
+from gimmik.families import Family, Geometry
+
+
+@dataclass
+class MgroupPlan:
+    """groups[g] = (r0, r1, plans.MsplitPlan of rows r0:r1 of A): block
+    group g's rows and their m-split bstream plan (accumulator indices
+    relative to each wave's first row, B rows absolute).  nacc: the most
+    accumulators one wave holds; nstage: the most B values one lane stages
+    a chunk."""
+    groups: list
+    nacc: int
+    nstage: int
+
+
+def group_rows(m, msplit, rows):
+    """[(r0, r1)]: m rows cut into contiguous groups of at most
+    msplit*rows rows, sizes as even as that allows."""
+    ngroups = -(-m // (msplit*rows))
+    return split_even(m, ngroups)
+
+
+def mgroup_plan(A, msplit, rows, bsz):
+    groups = []
+    for r0, r1 in group_rows(A.shape[0], msplit, rows):
+        sub = plans.msplit_plan(A[r0:r1], msplit, bsz, even=True)
+        groups.append((r0, r1, sub))
+    nacc = max(sub.nacc for _, _, sub in groups)
+    nstage = max([len(ld) for _, _, sub in groups for per_q in sub.loads
+                  for ld in per_q] or [0])
+    return MgroupPlan(groups, nacc, nstage)
+
+
+class BstreamMgroup(Family):
+    name = 'bstream-mgroup'
+
+    @classmethod
+    def adapt(cls, mm, params):
+        # one group is bstream-msplit; every wave of a block gets a row of
+        # each group and the same share of a chunk (bsz a multiple of
+        # msplit: the chunk slots a wave writes stay inside the buffer)
+        groups = group_rows(mm.info.m, params['msplit'], params['rows'])
+        if (len(groups) < 2 or params['bsz'] % params['msplit']
+                or min(r1 - r0 for r0, r1 in groups) < params['msplit']):
+            return None
+        return params
+
+    @property
+    def ngroups(self):
+        return len(group_rows(self.info.m, self.params['msplit'],
+                              self.params['rows']))
+
+    def geometry(self):
+        p = self.params
+        w = p.get('width', 1)
+        return Geometry((self.warp, p['msplit'], 1),
+                        p.get('nbuf', 2)*p['bsz']*self.warp*w*self.itemsize,
+                        w,
+                        row_groups=self.ngroups)
+
+    def build_plan(self):
+        p = self.params
+        return mgroup_plan(self.A, p['msplit'], p['rows'], p['bsz'])
+
+    def context(self):
+        p = self.params
+        return {'plan': self.plan, 'bsz': p['bsz'],
+                'nbuf': p.get('nbuf', 2), 'ntload': p.get('ntload', False)}
+
+    def live_values(self):
+        # one wave's accumulators and its staged share of a chunk
+        return self.plan.nacc + self.plan.nstage

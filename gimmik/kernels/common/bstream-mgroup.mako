@@ -1,0 +1,158 @@
+<%inherit file="base.mako"/>
+## bstream-mgroup: block group g = blockIdx.x % G computes rows
+## plan.groups[g] of C for column tile blockIdx.x / G.  Within it the
+## m-split bstream: wave y owns the rows sub.groups[y] of the group, the
+## group's used rows of B pass through LDS in chunks of bsz rows, each wave
+## loading its share into registers before the current chunk is consumed
+## and writing it to LDS after: with nbuf 2 buffers one barrier ends each
+## chunk, with one buffer a second barrier comes before the LDS writes.  The group is the same for the whole block, so every wave of
+## a block meets the same barriers.
+<%
+    W = width
+    VT = self.vt(W)
+    G = len(plan.groups)
+%>
+## Run body(y) for this thread's wave y (wave-uniform).
+<%def name="per_wave(sub, body)">\
+        switch (wave)
+        {
+% for y in range(len(sub.groups)):
+        case ${y}:
+${body(y)}\
+            break;
+% endfor
+        }
+</%def>
+## Stage chunk q of a group: wave y loads chunk rows y, y + msplit, ...;
+## the B row of each is selected by the wave index (scalar), so the loads
+## and LDS writes are the same code in every wave (no branch keeps loads
+## of other waves' code in flight).  A wave with one row fewer loads the
+## chunk's first row again into a slot no wave reads.
+<%def name="stage_load(sub, q)">\
+<%
+    ch = sub.chunks[q]
+    ms = len(sub.groups)
+    ns = -(-len(ch) // ms)
+%>\
+% for s in range(ns):
+<%
+    rows = [ch[y + ms*s] if y + ms*s < len(ch) else ch[0] for y in range(ms)]
+    sel = str(rows[-1])
+    for y in range(ms - 2, -1, -1):
+        sel = sel if rows[y] == rows[y + 1] and sel == str(rows[y]) else f'wave == {y} ? {rows[y]} : {sel}'
+%>\
+        const int j${s}_${q} = ${sel};
+% endfor
+<%def name="loads(w)">\
+% for s in range(ns):
+            st${s}${'' if w == W else self.attr.FIRST} = ${self.load_b(f'j{s}_{q}', 'col' if W == 2 else 'bcol', w, ntload)};
+% endfor
+</%def>\
+% if W == 1:
+${loads(1)}\
+% else:
+${self.guarded(loads, W, '        ')}\
+% endif
+</%def>
+<%def name="stage_store(sub, q)">\
+<%
+    ms = len(sub.groups)
+    ns = -(-len(sub.chunks[q]) // ms)
+%>\
+% for s in range(ns):
+        bsh[${q % nbuf}][wave + ${ms*s}][threadIdx.x] = st${s};
+% endfor
+</%def>
+<%def name="compute(sub, q, y)">\
+% for a, v, r, first in sub.updates[q][y]:
+            acc${a} ${'=' if first else '+='} ${lit(v)}*bsh[${q % nbuf}][${r}][threadIdx.x];
+% endfor
+</%def>
+<%def name="finish_rows(g, y)">\
+<%
+    r0, _, sub = plan.groups[g]
+    s0, s1 = sub.groups[y]
+    touched = {a for per_q in sub.updates for a, _, _, _ in per_q[y]}
+%>\
+<%def name="rows(w)">\
+<%
+    acc = lambda i: f'acc{i - s0}' + ('' if w == W else self.attr.FIRST)
+    vt = self.vt(w)
+%>\
+% if beta == 0:
+% for i in range(s0, s1):
+${self.finish(r0 + i, 'col', w, acc(i) if i - s0 in touched else None)}\
+% endfor
+% else:
+## C read: every row's C value loaded before the first store, so that the
+## loads go out together instead of one wait a row
+% for i in range(s0, s1):
+% if beta != 1 or i - s0 in touched:
+            const ${vt} cv${i - s0} = ${self.load_c(r0 + i, 'col', w)};
+% endif
+% endfor
+% for i in range(s0, s1):
+<%
+    scaled = f'cv{i - s0}' if beta == 1 else f'{betalit}*cv{i - s0}'
+%>\
+% if i - s0 in touched:
+            ${self.store_c(r0 + i, 'col', w, acc(i) + ' + ' + scaled)};
+% elif beta != 1:
+            ${self.store_c(r0 + i, 'col', w, scaled)};
+% endif
+% endfor
+% endif
+</%def>\
+${self.guarded(rows, W, '            ')}\
+</%def>
+${self.prologue()}\
+    const int group = blockIdx.x % ${G};
+    const int wave = ${self.wave_uniform('threadIdx.y')};
+    const int col = ${W}*((blockIdx.x / ${G})*blockDim.x + threadIdx.x);
+% if W == 1:
+% if n is None:
+    if (n <= 0)
+        return;
+% endif
+    // B is read at a column inside n in every lane: loads need no guard
+    const int bcol = col < n ? col : n - 1;
+% endif
+    __shared__ ${VT} bsh[${nbuf}][${bsz}][${block[0]}];
+    ${VT} ${', '.join(f'acc{a}' for a in range(plan.nacc))};
+% if plan.nstage:
+    ${VT} ${', '.join(f'st{s}' for s in range(plan.nstage))};
+% endif
+
+    switch (group)
+    {
+% for g, (r0, r1, sub) in enumerate(plan.groups):
+    case ${g}:
+    {
+        // Rows ${r0}-${r1 - 1} of C
+% if sub.chunks:
+${stage_load(sub, 0)}\
+${stage_store(sub, 0)}\
+        __syncthreads();
+% endif
+% for q in range(len(sub.chunks)):
+
+        // Chunk ${q}: B rows ${', '.join(str(j) for j in sub.chunks[q])}
+% if q + 1 < len(sub.chunks):
+${stage_load(sub, q + 1)}\
+% endif
+${per_wave(sub, lambda y: compute(sub, q, y))}\
+% if q + 1 < len(sub.chunks):
+% if nbuf == 1:
+        __syncthreads();
+% endif
+${stage_store(sub, q + 1)}\
+        __syncthreads();
+% endif
+% endfor
+
+${per_wave(sub, lambda y: finish_rows(g, y))}\
+        break;
+    }
+% endfor
+    }
+}

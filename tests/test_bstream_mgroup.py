@@ -1,0 +1,186 @@
+"""bstream-mgroup (gimmik.families.bstream_mgroup): the plan covers every
+term of A once within bounded row groups, and the register-bounded HIP
+rows (bstream-mgroup, cstream-mblock) run exactly in the
+CPU executor: ragged n, padded strides, beta 0, 1 and -0.5, f32 and f64,
+n baked and not; a perturbed bake is caught."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from conftest import Panels, random_operator
+from gimmik import HIPMatMul
+from gimmik.base import Candidate
+from gimmik.emulate import run_hip
+from gimmik.families.bstream_mgroup import group_rows, mgroup_plan
+from gimmik.hip import BIG_M, MAX_EST_VGPRS
+
+OPTS = {'gcn_arch': 'gfx942', 'warp_size': 64}
+
+
+def tall_operator(rng, m=70, k=30, density=0.2):
+    A = random_operator(rng, m, k, density)
+    A[5] = 0                               # an all-zero row of A
+    A[:, 3] = 0                            # an unused row of B
+    return A
+
+
+@pytest.mark.parametrize('m,msplit,rows', [(70, 4, 4), (9, 2, 8),
+                                           (375, 4, 16), (64, 4, 16)])
+def test_group_rows_bounded_and_contiguous(m, msplit, rows):
+    groups = group_rows(m, msplit, rows)
+    assert groups[0][0] == 0 and groups[-1][1] == m
+    assert all(a[1] == b[0] for a, b in zip(groups, groups[1:]))
+    assert all(0 < r1 - r0 <= msplit*rows for r0, r1 in groups)
+    assert len(groups) == -(-m // (msplit*rows))
+
+
+@pytest.mark.parametrize('msplit,rows,bsz', [(4, 4, 8), (2, 8, 16),
+                                             (4, 2, 4)])
+def test_plan_covers_every_term_once(rng, msplit, rows, bsz):
+    A = tall_operator(rng)
+    plan = mgroup_plan(A, msplit, rows, bsz)
+    seen = np.zeros_like(A)
+    for r0, r1, sub in plan.groups:
+        used = [int(j) for j in np.flatnonzero((A[r0:r1] != 0).any(axis=0))]
+        assert [j for ch in sub.chunks for j in ch] == used
+        assert all(len(ch) <= bsz for ch in sub.chunks)
+        for q, ch in enumerate(sub.chunks):
+            # each chunk row staged by exactly one wave
+            staged = sorted(r for ld in sub.loads[q] for r in ld)
+            assert staged == list(range(len(ch)))
+            for y, (s0, s1) in enumerate(sub.groups):
+                assert s1 - s0 <= rows
+                for a, v, r, _ in sub.updates[q][y]:
+                    i, j = r0 + s0 + a, ch[r]
+                    assert A[i, j] == v
+                    seen[i, j] += 1
+    assert np.array_equal(seen, (A != 0).astype(float))
+    assert plan.nacc <= rows
+    assert plan.nstage == -(-min(bsz, A.shape[1]) // msplit)
+
+
+MGROUP = [dict(msplit=4, rows=4, bsz=8),
+          dict(msplit=4, rows=4, bsz=12, nbuf=1),
+          dict(msplit=2, rows=8, bsz=16, ntload=True),
+          dict(msplit=2, rows=8, bsz=16, width=2, ntload=True)]
+BOUNDED = [('bstream-mgroup', p) for p in MGROUP] + [
+    ('cstream-mblock', dict(width=1, groups=8)),
+    ('cstream-mblock', dict(width=2, groups=4))]
+COMBOS = list(itertools.product((np.float64, np.float32), (0.0, 1.0, -0.5),
+                                (False, True)))
+
+
+def run_one(rng, A, family, params, dtype, beta, baked, n=301,
+            pad=(3, 5), mutate=None):
+    lb, lc = n + pad[0], n + pad[1]
+    lb, lc = -(-lb // 2)*2, -(-lc // 2)*2
+    kw = dict(n=n, ldb=lb, ldc=lc) if baked else {}
+    mm = HIPMatMul(A, beta=beta, aligne=2, **kw)
+    cand = Candidate(family, params, OPTS)
+    if mutate:
+        mutate(mm.kernel(cand, dtype).plan)
+    src, meta = mm.render(cand, dtype)
+    p = Panels(rng, A, beta, dtype, n, lb, lc)
+    run_hip(src, meta, p.b, p.c)
+    return p, meta
+
+
+@pytest.mark.parametrize('dtype,beta,baked', COMBOS,
+                         ids=lambda x: getattr(x, '__name__', str(x)))
+def test_bounded_rows_emulated(rng, dtype, beta, baked):
+    """Two of the rows a combination, in turn: every row meets several
+    combinations across the run."""
+    A = tall_operator(rng)
+    idx = COMBOS.index((dtype, beta, baked))
+    for family, params in (BOUNDED[idx % len(BOUNDED)],
+                           BOUNDED[(idx + 2) % len(BOUNDED)]):
+        p, meta = run_one(rng, A, family, params, dtype, beta, baked)
+        p.check(f'{meta["variant"]} {np.dtype(dtype).name} beta={beta} '
+                f'baked={baked}')
+
+
+def test_wrong_bake_is_caught(rng):
+    """A plan with one value changed gives a wrong C in the executor."""
+    A = tall_operator(rng)
+
+    def mutate(plan):
+        _, _, sub = plan.groups[1]
+        q, y = next((q, y) for q in range(len(sub.chunks))
+                    for y in range(len(sub.groups)) if sub.updates[q][y])
+        a, v, r, first = sub.updates[q][y][0]
+        sub.updates[q][y][0] = (a, v + 1.0, r, first)
+
+    p, _ = run_one(rng, A, 'bstream-mgroup', MGROUP[0], np.float64, 0.0,
+                   True, mutate=mutate)
+    with pytest.raises(AssertionError, match='relative error'):
+        p.check('mutated')
+
+
+def test_runtime_n_zero_columns_is_a_no_op(rng):
+    A = tall_operator(rng)
+    mm = HIPMatMul(A, aligne=2)
+    src, meta = mm.render(Candidate('bstream-mgroup', MGROUP[0], OPTS),
+                          np.float64)
+    b, c = np.ones((A.shape[1], 0)), np.zeros((A.shape[0], 0))
+    run_hip(src, meta, b, c)
+
+
+def test_offered_first_for_tall_sparse_operators(rng):
+    """An operator with many rows whose streaming kernels would hold too
+    many values gets the register-bounded rows among its first 8, and
+    every candidate it gets is within the register limit."""
+    A = random_operator(rng, 400, 150, 0.04)
+    assert A.shape[0] > BIG_M
+    mm = HIPMatMul(A, aligne=16, n=110080, ldb=110080, ldc=110080)
+    cands = mm.candidates(np.float64)
+    first = {c.family for c in cands[:8]}
+    assert {'bstream-mgroup', 'cstream-mblock'} <= first
+    for c in cands:
+        est = mm.kernel(c, np.float64).registers()
+        assert est is None or est <= MAX_EST_VGPRS, c.variant
+
+
+def test_no_spilling_fallback(rng):
+    """Where no row fits the register limit nothing is offered in its
+    place: a dense 60 x 200 operator has no bounded rows (m <= BIG_M) and
+    its unrolled streams hold too many values; what is offered fits."""
+    A = rng.standard_normal((60, 200))
+    mm = HIPMatMul(A, aligne=16)
+    for c in mm.candidates(np.float32):
+        est = mm.kernel(c, np.float32).registers()
+        assert est is None or est <= MAX_EST_VGPRS, c.variant
+
+
+@pytest.mark.parametrize('params,offered', [
+    (dict(msplit=4, rows=16, bsz=64), True),
+    (dict(msplit=4, rows=16, bsz=62), False),     # bsz not a multiple
+    (dict(msplit=4, rows=32, bsz=64), False),     # one group of 100 rows
+    (dict(msplit=4, rows=1, bsz=8), True),
+])
+def test_adapt(params, offered):
+    from gimmik.families.bstream_mgroup import BstreamMgroup
+    mm = HIPMatMul(np.eye(100))
+    assert (BstreamMgroup.adapt(mm, params) is not None) == offered
+
+
+@pytest.mark.parametrize('dtype,beta,baked', [(np.float64, -0.5, True),
+                                              (np.float32, 1.0, False)])
+def test_renders_for_cuda_emulated(rng, dtype, beta, baked):
+    """The shared template on the CUDA platform (32-wide warps), in the
+    CUDA executor."""
+    from gimmik import CUDAMatMul
+    from gimmik.emulate import run_cuda
+
+    A = tall_operator(rng)
+    n, lb, lc = 301, 304, 306
+    kw = dict(n=n, ldb=lb, ldc=lc) if baked else {}
+    mm = CUDAMatMul(A, beta=beta, aligne=2, **kw)
+    cand = Candidate('bstream-mgroup', dict(msplit=4, rows=4, bsz=8,
+                                            nbuf=1),
+                     {'compute_capability': (9, 0)})
+    src, meta = mm.render(cand, dtype)
+    p = Panels(rng, A, beta, dtype, n, lb, lc)
+    run_cuda(src, meta, p.b, p.c)
+    p.check(f'cuda {np.dtype(dtype).name} beta={beta} baked={baked}')
