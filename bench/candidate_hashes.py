@@ -39,6 +39,10 @@ DTYPES = ('float32', 'float64')
 BETAS = (0.0, 1.0)
 ALIGNES = (2, None, 16)
 
+# One template lookup per platform for every generator of a process, so
+# that each template is compiled once (the templates are the same files)
+_LOOKUPS = {}
+
 # With --sample: besides every third operator, this many of the largest
 # (most non-zeros) of each suite
 SAMPLE_LARGEST = 4
@@ -103,6 +107,8 @@ def operator_cases(item):
                             suite, key, platform, sorted(opts.items()),
                             dtype, beta, aligne, baked)))
                         mm = cls(A, beta=beta, aligne=aligne, **sizes)
+                        mm._lookup = _LOOKUPS.setdefault(platform,
+                                                         mm._lookup)
                         try:
                             out[name] = list(case_hash(mm, dtype, opts))
                         except ValueError as e:   # e.g. not representable
