@@ -6,10 +6,15 @@ import numbers
 import numpy as np
 
 from gimmik.analysis import DENSE_DENSITY
-from gimmik.base import MAX_SHARED, MatMul
+from gimmik.base import MatMul, Row, check_table
+from gimmik.families.bstream import Bstream
+from gimmik.families.bstream_msplit import BstreamMsplit
+from gimmik.families.cstream import Cstream
+from gimmik.families.cstream_ksplit import CstreamKsplit
 from gimmik.families.mfma_dense import MfmaDense
-from gimmik.fragments import mfma_gemm
-from gimmik.order import order_candidates
+from gimmik.families.mfma_gemm import MfmaGemm
+from gimmik.fragments import mfma_tiled
+from gimmik.order import order_candidates, placed_rows
 from gimmik.validate import GFX_ARCH
 
 # The mfma-dense family (gate 'mfma') is offered only where all of these hold:
@@ -24,22 +29,17 @@ from gimmik.validate import GFX_ARCH
 #   streaming families, which skip every zero, move the same bytes.
 MFMA_ARCHS = frozenset({'gfx90a', 'gfx940', 'gfx941', 'gfx942', 'gfx950'})
 
-# A candidate whose register estimate (its family's registers(): live
-# values in 32-bit words plus a margin for addresses and indices) exceeds
-# this many VGPRs is not offered: the compiler would spill it to scratch
-# (clang-19 spills cstream/width2 of p3-pyr-m132, 90 live B rows, on
-# gfx942).  When no estimated candidate fits, the one that needs the fewest
-# is still offered.
-MAX_EST_VGPRS = 200
-
-# mfma-gemm rows (gimmik.fragments.mfma_gemm): wavefronts mwaves x nwaves,
+# mfma-gemm rows (gimmik.fragments.mfma_tiled): wavefronts mwaves x nwaves,
 # each with wm x wn 16x16 accumulator tiles, stages of 4*kstage columns of
 # A; vec 2: 16-byte B/C accesses.  Offered (gate 'gemm') where the MFMA gate
-# holds and m or k exceeds mfma_gemm.MIN_DIM; after the mfma-dense rows, or
-# first where mfma-dense's leading row does not reach mfma_gemm.MIN_WAVES
-# waves per SIMD (see HIPMatMul._candidates).
+# holds and m or k exceeds mfma_tiled.MIN_DIM, after the mfma-dense rows
+# (first of the two where mfma-dense's rows do not reach
+# mfma_tiled.MIN_WAVES waves per SIMD: then gimmik.order's rules for the
+# streaming families place theirs before them).
 MFMA_GEMM_ROWS = [
-    ('mfma-gemm', dict(p, vec=vec), gate)
+    Row(f'gemm-{p["mwaves"]}x{p["nwaves"]}-{p["wm"]}x{p["wn"]}'
+        f'-k{p["kstage"]}-vec{vec}', MfmaGemm, dict(p, vec=vec), gate,
+        tail=True)
     for p in (dict(mwaves=2, nwaves=2, wm=4, wn=4, kstage=1),
               dict(mwaves=2, nwaves=2, wm=2, wn=4, kstage=2),
               dict(mwaves=2, nwaves=2, wm=2, wn=4, kstage=1),
@@ -47,72 +47,70 @@ MFMA_GEMM_ROWS = [
               dict(mwaves=2, nwaves=2, wm=4, wn=2, kstage=2))
     for vec, gate in ((2, 'mfma gemm w2'), (1, 'mfma gemm scalar'))]
 
-# The first mfma-dense row: where it is dropped, mfma-gemm leads.
-MFMA_DENSE_LEAD = dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=2)
 
-# The HIP candidate table.  Each row: family, parameters, and the condition
-# (on the generator and the requested dtype/arch) under which it is offered.
-# Order is the order of offering: PyFR only times the first few.
+def _mfma_dense_row(msplit, pipe, nbuf=None, kchunk=None, *, vec):
+    p = dict(msplit=msplit, pipe=pipe)
+    if msplit > 1:
+        p.update(nbuf=nbuf, kchunk=kchunk)
+    p['vec'] = vec
+    return Row(f'mfma-ms{msplit}-pipe{pipe}-vec{vec}', MfmaDense, p,
+               'mfma w2' if vec == 2 else 'mfma scalar', tail=True)
+
+
+# The HIP candidate table (gimmik.base.Row: id, family, parameters, the
+# names of the conditions of _gates that must hold).  gimmik.order's rules
+# place the rows they name (by id) first; the tail rows follow in table
+# order.  The operators mfma-dense takes are offered the table order.
 CANDIDATES = [
-    # family            parameters                                 gate
+    # id                 family          parameters                  gates
     # mfma-dense: msplit wavefronts per block (1: direct from global, more:
     # B staged in LDS chunks of kchunk k-tiles in nbuf buffers), pipe 0/1/2
     # (see the template), vec 2: 16-byte B/C accesses (needs even aligne).
-    ('mfma-dense', MFMA_DENSE_LEAD, 'mfma w2'),
-    ('mfma-dense', dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=1),
-     'mfma scalar'),
-    ('mfma-dense', dict(msplit=2, pipe=2, nbuf=2, kchunk=4, vec=2),
-     'mfma w2'),
-    ('mfma-dense', dict(msplit=2, pipe=2, nbuf=2, kchunk=4, vec=1),
-     'mfma scalar'),
-    ('mfma-dense', dict(msplit=4, pipe=1, nbuf=2, kchunk=4, vec=2),
-     'mfma w2'),
-    ('mfma-dense', dict(msplit=4, pipe=1, nbuf=2, kchunk=4, vec=1),
-     'mfma scalar'),
-    ('mfma-dense', dict(msplit=1, pipe=1, vec=2), 'mfma w2'),
-    ('mfma-dense', dict(msplit=1, pipe=1, vec=1), 'mfma scalar'),
-    ('mfma-dense', dict(msplit=4, pipe=0, nbuf=1, kchunk=8, vec=2),
-     'mfma w2'),
-    ('mfma-dense', dict(msplit=4, pipe=0, nbuf=1, kchunk=8, vec=1),
-     'mfma scalar'),
-    ('mfma-dense', dict(msplit=2, pipe=0, nbuf=1, kchunk=8, vec=2),
-     'mfma w2'),
-    ('mfma-dense', dict(msplit=2, pipe=0, nbuf=1, kchunk=8, vec=1),
-     'mfma scalar'),
-    ('mfma-dense', dict(msplit=1, pipe=0, vec=2), 'mfma w2'),
-    ('mfma-dense', dict(msplit=1, pipe=0, vec=1), 'mfma scalar'),
+    *[_mfma_dense_row(*p, vec=vec)
+      for p in ((4, 2, 2, 4), (2, 2, 2, 4), (4, 1, 2, 4), (1, 1),
+                (4, 0, 1, 8), (2, 0, 1, 8), (1, 0))
+      for vec in (2, 1)],
     *MFMA_GEMM_ROWS,
     # bstream-msplit: bsz B rows per LDS stage (two stages); width 2 with
     # bsz 16 takes 32 KiB of LDS per block, one block per 2 SIMDs of a CU
     # (1 wave/SIMD at msplit 2), bsz 8 half that (2 waves/SIMD)
-    ('bstream-msplit', dict(width=2, msplit=2, bsz=16, ntload=True), 'w2'),
-    ('bstream-msplit', dict(width=2, msplit=2, bsz=8, ntload=True), 'w2'),
-    ('bstream-msplit', dict(width=1, msplit=2, bsz=16, ntload=True), ''),
-    ('bstream-msplit', dict(width=2, msplit=4, bsz=16, ntload=True), 'w2'),
-    ('bstream-msplit', dict(width=2, msplit=2, bsz=16, ntload=True,
-                            preload_c=True), 'w2 beta'),
-    ('bstream-msplit', dict(width=1, msplit=4, bsz=16, ntload=False), ''),
-    ('bstream', dict(width=2), 'w2'),
-    ('bstream', dict(width=1), ''),
-    ('cstream', dict(width=2), 'w2'),
-    ('cstream', dict(width=1), ''),
-    ('cstream-ksplit', dict(ksplit=2), ''),
-    ('cstream-ksplit', dict(ksplit=4), ''),
-    ('cstream-ksplit', dict(ksplit=2, preload_c=True), 'beta'),
-    ('bstream-msplit', dict(width=1, msplit=2, bsz=16, ntload=False,
-                            preload_c=True), 'beta'),
+    Row('msplit2-w2', BstreamMsplit,
+        dict(width=2, msplit=2, bsz=16, ntload=True), 'w2', tail=True),
+    Row('msplit2-w2-bsz8', BstreamMsplit,
+        dict(width=2, msplit=2, bsz=8, ntload=True), 'w2', tail=True),
+    Row('msplit2-w1', BstreamMsplit,
+        dict(width=1, msplit=2, bsz=16, ntload=True)),
+    Row('msplit4-w2', BstreamMsplit,
+        dict(width=2, msplit=4, bsz=16, ntload=True), 'w2', tail=True),
+    Row('msplit2-w2-preload', BstreamMsplit,
+        dict(width=2, msplit=2, bsz=16, ntload=True, preload_c=True),
+        'w2 beta', tail=True),
+    Row('msplit4-w1', BstreamMsplit,
+        dict(width=1, msplit=4, bsz=16, ntload=False)),
+    Row('bstream-w2', Bstream, dict(width=2), 'w2', tail=True),
+    Row('bstream-w1', Bstream, dict(width=1)),
+    Row('cstream-w2', Cstream, dict(width=2), 'w2', tail=True),
+    Row('cstream-w1', Cstream, dict(width=1)),
+    Row('ksplit2', CstreamKsplit, dict(ksplit=2)),
+    Row('ksplit4', CstreamKsplit, dict(ksplit=4)),
+    Row('ksplit2-preload', CstreamKsplit, dict(ksplit=2, preload_c=True),
+        'beta'),
+    Row('msplit2-w1-preload', BstreamMsplit,
+        dict(width=1, msplit=2, bsz=16, ntload=False, preload_c=True),
+        'beta', tail=True),
 ]
+
+GATES = ('w2', 'scalar', 'beta', 'mfma', 'gemm')
 
 
 def _gates(mm, dtype, arch, warp_size=64):
-    """The named conditions a candidate row may require."""
+    """The named conditions a candidate row may require (GATES)."""
     return {
         'w2': mm.width2_ok(),
         'scalar': not mm.width2_ok(),
         'beta': mm.beta != 0,
-        'f64': dtype == np.float64,
         'mfma': mfma_ok(mm.info, dtype, arch, warp_size),
-        'gemm': max(mm.info.m, mm.info.k) > mfma_gemm.MIN_DIM,
+        'gemm': max(mm.info.m, mm.info.k) > mfma_tiled.MIN_DIM,
     }
 
 
@@ -122,8 +120,12 @@ def mfma_ok(info, dtype, arch, warp_size=64):
             and warp_size == 64 and info.density >= DENSE_DENSITY)
 
 
+check_table(CANDIDATES, GATES, 'hip', placed_rows('hip', CANDIDATES))
+
+
 class HIPMatMul(MatMul):
     platform = 'hip'
+    gate_names = GATES
 
     def _check_opts(self, gcn_arch='gfx942', warp_size=64):
         if not isinstance(gcn_arch, str) or not GFX_ARCH.match(gcn_arch):
@@ -145,21 +147,18 @@ class HIPMatMul(MatMul):
             CANDIDATES, _gates(self, dtype, gcn_arch, warp_size), dtype,
             {'gcn_arch': gcn_arch, 'warp_size': warp_size})
 
-        # mfma-gemm leads where mfma-dense's leading row does not fit
-        if MfmaDense.adapt(self, MFMA_DENSE_LEAD) is None:
-            out = ([c for c in out if c.family == 'mfma-gemm']
-                   + [c for c in out if c.family != 'mfma-gemm'])
-
-        # drop the candidates that would spill, keeping at least the least
-        # demanding one
-        est = [self.kernel(c, dtype).registers() for c in out]
-        fits = [e is None or e <= MAX_EST_VGPRS for e in est]
-        if not any(f for f, e in zip(fits, est) if e is not None):
-            least = min((e, i) for i, e in enumerate(est) if e is not None)
-            fits[least[1]] = True
+        # drop the candidates whose register estimate exceeds their
+        # family's limit (they would spill), keeping at least the least
+        # demanding of those with a limit
+        est = []
+        for c in out:
+            kern = self.kernel(c, dtype)
+            limit = kern.register_limit()
+            est.append(None if limit is None else (kern.registers(), limit))
+        fits = [e is None or e[0] is None or e[0] <= e[1] for e in est]
+        limited = [(e[0], i) for i, e in enumerate(est)
+                   if e is not None and e[0] is not None]
+        if limited and not any(fits[i] for _, i in limited):
+            fits[min(limited)[1]] = True
         return order_candidates(self.info, [c for c, f in zip(out, fits) if f],
                                 'hip', beta=self.beta, n=self.n)
-
-    def _fits(self, cand, dtype):
-        g = self.kernel(cand, dtype).geometry()
-        return g.block[0]*g.block[1] <= 1024 and g.shared <= MAX_SHARED
