@@ -48,15 +48,6 @@ MFMA_GEMM_ROWS = [
     for vec, gate in ((2, 'mfma gemm w2'), (1, 'mfma gemm scalar'))]
 
 
-def _mfma_dense_row(msplit, pipe, nbuf=None, kchunk=None, *, vec):
-    p = dict(msplit=msplit, pipe=pipe)
-    if msplit > 1:
-        p.update(nbuf=nbuf, kchunk=kchunk)
-    p['vec'] = vec
-    return Row(f'mfma-ms{msplit}-pipe{pipe}-vec{vec}', MfmaDense, p,
-               'mfma w2' if vec == 2 else 'mfma scalar', tail=True)
-
-
 # The HIP candidate table (gimmik.base.Row: id, family, parameters, the
 # names of the conditions of _gates that must hold).  gimmik.order's rules
 # place the rows they name (by id) first; the tail rows follow in table
@@ -66,10 +57,48 @@ CANDIDATES = [
     # mfma-dense: msplit wavefronts per block (1: direct from global, more:
     # B staged in LDS chunks of kchunk k-tiles in nbuf buffers), pipe 0/1/2
     # (see the template), vec 2: 16-byte B/C accesses (needs even aligne).
-    *[_mfma_dense_row(*p, vec=vec)
-      for p in ((4, 2, 2, 4), (2, 2, 2, 4), (4, 1, 2, 4), (1, 1),
-                (4, 0, 1, 8), (2, 0, 1, 8), (1, 0))
-      for vec in (2, 1)],
+    Row('mfma-ms4-pipe2-vec2', MfmaDense,
+        dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=2),
+        'mfma w2', tail=True),
+    Row('mfma-ms4-pipe2-vec1', MfmaDense,
+        dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=1),
+        'mfma scalar', tail=True),
+    Row('mfma-ms2-pipe2-vec2', MfmaDense,
+        dict(msplit=2, pipe=2, nbuf=2, kchunk=4, vec=2),
+        'mfma w2', tail=True),
+    Row('mfma-ms2-pipe2-vec1', MfmaDense,
+        dict(msplit=2, pipe=2, nbuf=2, kchunk=4, vec=1),
+        'mfma scalar', tail=True),
+    Row('mfma-ms4-pipe1-vec2', MfmaDense,
+        dict(msplit=4, pipe=1, nbuf=2, kchunk=4, vec=2),
+        'mfma w2', tail=True),
+    Row('mfma-ms4-pipe1-vec1', MfmaDense,
+        dict(msplit=4, pipe=1, nbuf=2, kchunk=4, vec=1),
+        'mfma scalar', tail=True),
+    Row('mfma-ms1-pipe1-vec2', MfmaDense,
+        dict(msplit=1, pipe=1, vec=2),
+        'mfma w2', tail=True),
+    Row('mfma-ms1-pipe1-vec1', MfmaDense,
+        dict(msplit=1, pipe=1, vec=1),
+        'mfma scalar', tail=True),
+    Row('mfma-ms4-pipe0-vec2', MfmaDense,
+        dict(msplit=4, pipe=0, nbuf=1, kchunk=8, vec=2),
+        'mfma w2', tail=True),
+    Row('mfma-ms4-pipe0-vec1', MfmaDense,
+        dict(msplit=4, pipe=0, nbuf=1, kchunk=8, vec=1),
+        'mfma scalar', tail=True),
+    Row('mfma-ms2-pipe0-vec2', MfmaDense,
+        dict(msplit=2, pipe=0, nbuf=1, kchunk=8, vec=2),
+        'mfma w2', tail=True),
+    Row('mfma-ms2-pipe0-vec1', MfmaDense,
+        dict(msplit=2, pipe=0, nbuf=1, kchunk=8, vec=1),
+        'mfma scalar', tail=True),
+    Row('mfma-ms1-pipe0-vec2', MfmaDense,
+        dict(msplit=1, pipe=0, vec=2),
+        'mfma w2', tail=True),
+    Row('mfma-ms1-pipe0-vec1', MfmaDense,
+        dict(msplit=1, pipe=0, vec=1),
+        'mfma scalar', tail=True),
     *MFMA_GEMM_ROWS,
     # bstream-msplit: bsz B rows per LDS stage (two stages); width 2 with
     # bsz 16 takes 32 KiB of LDS per block, one block per 2 SIMDs of a CU
