@@ -159,11 +159,8 @@ LOO_GRID = {
     'FEW_FLOPS': (0, 12, 16, 20, 24, 32, 48),
     'BAKED_MBLOCK_ROWS': (None, 16, 24, 32, 48, 64),
     'BAKED_WIDE_FIRST': (
-        (), gorder.BAKED_WIDE_FIRST,
-        (('cstream', dict(width=1, ld='nc')),),
-        (('bstream', dict(width=1)),),
-        (('cstream', dict(width=2, ld='nc')),
-         ('cstream', dict(width=1, ld='nc')), ('bstream', dict(width=1))))}
+        (), gorder.BAKED_WIDE_FIRST, ('cstream-w1-nc',), ('bstream-w1-cs',),
+        ('cstream-w2-nc', 'cstream-w1-nc', 'bstream-w1-cs'))}
 
 
 # the baked-n rules off

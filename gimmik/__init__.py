@@ -18,9 +18,6 @@ PLATFORMS = {
     'c': ('gimmik.c', 'CMatMul'),
 }
 
-# families that only run on the architectures their gates name
-ARCH_SPECIFIC = frozenset({'mfma-dense', 'mfma-gemm', 'mma-gemm'})
-
 _LAZY = {cls: mod for mod, cls in PLATFORMS.values()}
 
 
@@ -53,8 +50,9 @@ def generate_mm(mat, dtype, platform, alpha=1.0, beta=0.0, funcn='gimmik_mm',
     gen = cls(A, beta=beta, n=n, ldb=ldb, ldc=ldc).kernels(dtype, kname=funcn)
     # The legacy call names no GPU architecture, so the families built on
     # one architecture's matrix instructions are passed over
+    from gimmik.families import family
     for src, meta in gen:
-        if meta['tplname'] not in ARCH_SPECIFIC:
+        if not family(meta['tplname']).arch_specific:
             gen.close()
             return src
     raise ValueError('no portable kernel for this operator')

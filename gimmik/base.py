@@ -15,7 +15,7 @@ from mako.lookup import TemplateLookup
 import numpy as np
 
 from gimmik.analysis import analyse
-from gimmik.families import family
+from gimmik.families import Family, family
 from gimmik.validate import (c_literal, check_dtype, check_kname,
                              check_matrix, check_representable, check_scalar,
                              check_sizes)
@@ -26,6 +26,8 @@ _KERNEL_DIR = os.path.join(os.path.dirname(__file__), 'kernels')
 # best seen so far gets no further candidates.
 PRUNE_FACTOR = 1.5
 
+# Launch limits of a block (threads and bytes of shared memory); a
+# platform may lower them (MatMul.max_threads, MatMul.max_shared)
 MAX_THREADS = 1024
 MAX_SHARED = 64*1024
 
@@ -62,12 +64,78 @@ def feedback_runtime(feedback, variant):
     return None
 
 
+class Row:
+    """One row of a platform's candidate table: `id`, unique in its table,
+    is the name gimmik.order's rules place the row by; `family` its Family
+    subclass; `params` its parameters; `gates` the names (space-separated)
+    of the conditions that must all hold for the row to be offered (the
+    platform's GATES); `tail`: no rule of gimmik.order places the row, it
+    is offered after the rows the rules place, in table order.  On a
+    platform with rules every row is named by one of them or says tail
+    (check_table)."""
+
+    __slots__ = ('id', 'family', 'params', 'gates', 'tail')
+
+    def __init__(self, id, family, params, gates='', tail=False):
+        self.id = id
+        self.family = family
+        self.params = params
+        self.gates = tuple(gates.split())
+        self.tail = tail
+
+    def __repr__(self):
+        tail = ', tail=True' if self.tail else ''
+        return (f'Row({self.id!r}, {self.family.name}, {self.params!r}, '
+                f'{" ".join(self.gates)!r}{tail})')
+
+
+def check_table(table, gate_names, platform, placed=None):
+    """ValueError unless every row of a platform's candidate table has a
+    unique id and a Family subclass, names only gates of `gate_names`,
+    every gate is named by some row, and (where `placed`, the row ids the
+    platform's order rules name, is given) every row is either placed by
+    a rule or says tail, never both, and every id a rule names is a row."""
+    ids = [row.id for row in table]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise ValueError(f'{platform} table: row ids {dup} repeat')
+    used = set()
+    for row in table:
+        if not (isinstance(row.family, type) and issubclass(row.family,
+                                                            Family)):
+            raise ValueError(f'{platform} row {row.id}: {row.family!r} is '
+                             'not a Family subclass')
+        bad = set(row.gates) - set(gate_names)
+        if bad:
+            raise ValueError(f'{platform} row {row.id}: unknown gates '
+                             f'{sorted(bad)} (known: {sorted(gate_names)})')
+        used.update(row.gates)
+    if set(gate_names) - used:
+        raise ValueError(f'{platform} gates {sorted(set(gate_names) - used)}'
+                         ' are named by no row')
+    if placed is None:
+        return
+    unknown = set(placed) - set(ids)
+    if unknown:
+        raise ValueError(f'{platform} order rules name rows {sorted(unknown)}'
+                         ' that are not in the table')
+    for row in table:
+        if row.tail and row.id in placed:
+            raise ValueError(f'{platform} row {row.id} is placed by a rule '
+                             'and says tail')
+        if not row.tail and row.id not in placed:
+            raise ValueError(f'{platform} row {row.id} is placed by no order '
+                             'rule: add it to a rule of gimmik.order or mark '
+                             'it tail=True')
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One row of a platform's candidate table, bound to a concrete A."""
     family: str            # template name, e.g. 'bstream-msplit'
     params: dict = field(default_factory=dict)
     opts: dict = field(default_factory=dict, compare=False)  # arch etc.
+    row: str = field(default=None, compare=False)   # the table row's id
 
     @property
     def variant(self):
@@ -84,6 +152,11 @@ class MatMul:
     """Base of the per-platform generators (HIPMatMul, CUDAMatMul, CMatMul)."""
 
     platform = None
+    # the names of the conditions its candidate table's rows may require
+    # (the keys of the dict its gates come in)
+    gate_names = ()
+    max_threads = MAX_THREADS
+    max_shared = MAX_SHARED
     # template directory of the families shared with other platforms
     # (None: none), searched after the platform's own
     shared_templates = 'common'
@@ -112,8 +185,9 @@ class MatMul:
     def _check_opts(self, **opts):
         return opts
 
-    def _fits(self, cand, dtype):
-        """Whether a candidate fits the platform's launch limits."""
+    def registers_fit(self, kern):
+        """Whether a candidate's register estimate is within what the
+        platform lets it use (see Family.max_registers)."""
         return True
 
     def warp_size(self, opts):
@@ -133,25 +207,39 @@ class MatMul:
         return {}
 
     def _from_table(self, table, gates, dtype, opts=None, adapt=None):
-        """Walk a platform's candidate table of (family, params, gate)
-        rows: a row is offered when every condition named in its gate holds
-        in `gates`; its family's adapt() binds its params to the operator
-        and the platform's `adapt(family, params)` may rewrite them further;
-        either drops the row by returning None; the candidate must fit
-        (_fits); duplicates go."""
+        """Walk a platform's candidate table of Row: a row is offered when
+        every condition named in its gates holds in `gates` (a dict of
+        exactly the platform's gate_names); its family's adapt() binds its
+        params to the operator and the platform's `adapt(row, params)` may
+        rewrite them further; either drops the row by returning None; the
+        candidate must fit the launch limits (launch_fits) and the
+        platform's register budget (registers_fit); duplicates go."""
+        if set(gates) != set(self.gate_names):
+            raise ValueError(f'{self.platform} gates {sorted(gates)} are not '
+                             f'the declared {sorted(self.gate_names)}')
         out = []
-        for name, params, need in table:
-            if not all(gates[g] for g in need.split()):
+        for row in table:
+            if not all([gates[g] for g in row.gates]):
                 continue
-            params = family(name).adapt(self, params)
+            params = row.family.adapt(self, row.params)
             if params is not None and adapt is not None:
-                params = adapt(name, params)
+                params = adapt(row, params)
             if params is None:
                 continue
-            cand = Candidate(name, params, dict(opts or {}))
-            if self._fits(cand, dtype) and cand not in out:
+            cand = Candidate(row.family.name, params, dict(opts or {}),
+                             row.id)
+            kern = self.kernel(cand, dtype)
+            if (self.launch_fits(kern.geometry())
+                    and self.registers_fit(kern) and cand not in out):
                 out.append(cand)
         return out
+
+    def launch_fits(self, geom):
+        """Whether a launch Geometry fits the platform's limits on threads
+        per block and shared memory."""
+        b = geom.block
+        return (b[0]*b[1]*b[2] <= self.max_threads
+                and geom.shared <= self.max_shared)
 
     def kernel(self, cand, dtype):
         """The family object of a candidate, built once per candidate and
@@ -220,7 +308,7 @@ class MatMul:
         kern = self.kernel(cand, dtype)
         geom = kern.geometry()
         block, shared, width = geom.block, geom.shared, geom.width
-        if block[0]*block[1]*block[2] > MAX_THREADS or shared > MAX_SHARED:
+        if not self.launch_fits(geom):
             raise ValueError(f'{cand.variant} exceeds the launch limits')
 
         ctx = {'lit': lambda x: self.lit(x, dtype),

@@ -17,7 +17,11 @@ T* restrict c)``.
 
 import numpy as np
 
-from gimmik.base import MatMul
+from gimmik.base import MatMul, Row, check_table
+from gimmik.families.bstream import Bstream
+from gimmik.families.cstream import Cstream
+from gimmik.families.cstream_row import CstreamRow
+from gimmik.families.rowblock import Rowblock
 
 # Largest per-thread scratch a candidate may keep on the stack (bstream's
 # accumulators, m rows by `width` columns).
@@ -32,8 +36,9 @@ BSTREAM_MAX_NNZ = 256
 CSTREAM_ROW_MAX_NNZ = 512
 UNROLLED_MAX_NNZ = 1500
 
-# The C candidate table: family, parameters, gate (as in gimmik.hip).
-# Order is the order of offering.
+# The C candidate table (gimmik.base.Row: id, family, parameters, the
+# names of the conditions of GATES that must hold).  Its order is the order
+# of offering (gimmik.order has no rules for C).
 #   rowblock     looped: A as tables; B's used rows packed per block of
 #                columns; `rows` rows of C by `vw` columns of accumulators
 #                in registers (rows 1 is a plain sparse row loop)
@@ -44,17 +49,21 @@ UNROLLED_MAX_NNZ = 1500
 #   bstream      unrolled: B's used rows streamed once per block into an
 #                m x width accumulator array, then C written row by row
 CANDIDATES = [
-    # family        parameters                      gate
-    ('rowblock', dict(rows=6, vw=8, width=256), ''),
-    ('rowblock', dict(rows=3, vw=16, width=256), ''),
-    ('rowblock', dict(rows=2, vw=16, width=64), ''),
-    ('rowblock', dict(rows=1, vw=16, width=256), ''),
-    ('cstream', dict(width=64), 'unrolled'),
-    ('cstream', dict(width=512), 'unrolled'),
-    ('cstream-row', dict(width=512), 'row'),
-    ('bstream', dict(width=64), 'small'),
-    ('bstream', dict(width=16), 'small'),
+    # id                family      parameters                      gates
+    Row('rowblock6x8', Rowblock, dict(rows=6, vw=8, width=256)),
+    Row('rowblock3x16', Rowblock, dict(rows=3, vw=16, width=256)),
+    Row('rowblock2x16', Rowblock, dict(rows=2, vw=16, width=64)),
+    Row('rowblock1x16', Rowblock, dict(rows=1, vw=16, width=256)),
+    Row('cstream64', Cstream, dict(width=64), 'unrolled'),
+    Row('cstream512', Cstream, dict(width=512), 'unrolled'),
+    Row('cstream-row512', CstreamRow, dict(width=512), 'row'),
+    Row('bstream64', Bstream, dict(width=64), 'small'),
+    Row('bstream16', Bstream, dict(width=16), 'small'),
 ]
+
+GATES = ('small', 'row', 'unrolled')
+
+check_table(CANDIDATES, GATES, 'c')
 
 
 class CMatMul(MatMul):
@@ -64,6 +73,7 @@ class CMatMul(MatMul):
 
     platform = 'c'
     shared_templates = None
+    gate_names = GATES
 
     def _check_opts(self):
         return {}
@@ -74,11 +84,10 @@ class CMatMul(MatMul):
         nnz = self.info.nnz
         gates = {'small': nnz <= BSTREAM_MAX_NNZ,
                  'row': nnz <= CSTREAM_ROW_MAX_NNZ,
-                 'unrolled': nnz <= UNROLLED_MAX_NNZ,
-                 'beta': self.beta != 0}
+                 'unrolled': nnz <= UNROLLED_MAX_NNZ}
         # bstream's accumulators must fit MAX_SCRATCH per thread
         return self._from_table(
             CANDIDATES, gates, dtype,
-            adapt=lambda family, params: (
-                None if family == 'bstream'
+            adapt=lambda row, params: (
+                None if row.family is Bstream
                 and nrows*params['width']*size > MAX_SCRATCH else params))

@@ -12,8 +12,15 @@ gimmik.families; the fragment bake gimmik.fragments.mma.
 import numpy as np
 
 from gimmik.analysis import DENSE_DENSITY, sparse_gemm_worth_it
-from gimmik.base import MatMul
-from gimmik.order import order_candidates
+from gimmik.base import MatMul, Row, check_table
+from gimmik.families.bstream import Bstream
+from gimmik.families.bstream_msplit import BstreamMsplit
+from gimmik.families.bstream_warprows import BstreamWarpRows
+from gimmik.families.cstream import Cstream
+from gimmik.families.cstream_ksplit import CstreamKsplit
+from gimmik.families.cstream_mblock import CstreamMblock
+from gimmik.families.mma_gemm import MmaGemm
+from gimmik.order import order_candidates, placed_rows
 # the names the CUDA families and the tests have imported from here
 from gimmik.families.cstream_mblock import mblock_groups  # noqa: F401
 from gimmik.fragments.mma import (  # noqa: F401
@@ -23,32 +30,14 @@ from gimmik.fragments.mma import (  # noqa: F401
 # Static __shared__ arrays are limited to 48 KiB in CUDA.
 MAX_STATIC_SHARED = 48*1024
 
-# A candidate whose register estimate (32-bit registers per thread, its
-# family's registers()) exceeds its family's limit here is not offered: it
-# would spill to local memory (a thread has at most 255).  The limits are
-# set from ptxas reports on the PyFR suite: ptxas hoists the loads of the
-# unrolled cstream/bstream further than the estimate assumes.
-MAX_EST_REGISTERS = {'cstream-mblock': 200, 'mma-gemm': 232}
-MAX_EST_REGISTERS_DEFAULT = 160
-
 # The launch bounds never cap a thread below this many registers (the
 # estimates are rough; ptxas takes what it needs below the cap).
 MIN_REGISTER_CAP = 168
 
-# A candidate of these families whose register estimate is at most this
-# many gets no minimum of blocks per SM in its launch bounds: ptxas then
-# keeps its registers low (on the H100 at PyFR's panels, ptxas given 3
-# blocks of 128 threads per SM hoisted loads into 118 registers where 48 do;
-# bench/results/pyfr-walk-analysis.md).  The families staging B through
-# shared memory keep theirs: without it ptxas (sm_80) spilled an f32
-# bstream-msplit.  bstream-warprows never gets one: its accumulators live
-# only while their rows are under way and ptxas (CUDA 13, sm_90) keeps it
-# below its estimate without (48 registers on a 150 x 125 operator with 4
-# warps, 136 with 3 blocks a SM asked for).  Both rules were measured on
-# sm_90 and apply there only: ptxas for sm_80 spilled an f32 cstream
-# without the minimum.
-FREE_REGISTER_ESTIMATE = 64
-FREE_REGISTER_FAMILIES = ('cstream', 'cstream-mblock', 'bstream')
+# The launch bounds: a candidate whose family's free_registers is at least
+# its register estimate gets no minimum of blocks per SM on sm_90
+# (gimmik.families.FREE_REGISTER_ESTIMATE says why); the others ask for as
+# many as the register budget allows, or as the row names (blocks).
 
 # Registers of one SM: a block of t threads may use 64K/t per thread at most.
 SM_REGISTERS = 65536
@@ -58,13 +47,14 @@ SM_REGISTERS = 65536
 SM90_SHARED = 228*1024
 SHARED_RESERVED = 1024
 
-# The CUDA candidate table.  Each row: family, parameters, and the named
-# conditions (see _gates) under which it is offered.  Order is the order of
-# offering: PyFR only times the first few.
+# The CUDA candidate table (gimmik.base.Row: id, family, parameters, the
+# names of the conditions of _gates that must hold).  gimmik.order's rules
+# place the rows they name (by id) first; the tail rows follow in table
+# order.  PyFR only times the first few.
 CANDIDATES = [
-    # family            parameters                                 gate
+    # id                 family          parameters                  gates
     # mma-gemm: skip and cpre are dropped where they change nothing (beta
-    # 0, no zero slab: see MmaGemm.adapt).  Order: the H100 winners first
+    # 0, no zero slab: see MmaGemm.adapt).  The H100 winners first
     # (bench/results/cuda-h100-gemm-transposed.csv: the 64 x 64 transposed
     # m16n8k4t tile, six 8-deep stages, best on 25 of 29 operators).  The
     # transposed shapes read B's fragments as 16-byte vectors for any k and
@@ -76,72 +66,98 @@ CANDIDATES = [
     # k > 128, up to 9 % where C is written more than B is read
     # (bench/results/cuda-h100-gemm-blocks*); the row without stays, best
     # where k is long and m small.
-    *[('mma-gemm', dict(p, skip=True, cpre=True), gate) for p, gate in [
-        (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
-              nbuf=6, blocks=4), 'mma90 w2'),
-        (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
-              nbuf=6), 'mma90 w2'),
-        (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=8, wn=2, kstage=2,
-              nbuf=4), 'mma90 w2'),
-        (dict(shape='m16n8k8t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
-              nbuf=3), 'mma90 w2'),
-        (dict(shape='m16n8k4t', mwarps=4, nwarps=2, wm=2, wn=2, kstage=2,
-              nbuf=6), 'mma90 w2'),
-        (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=4,
-              nbuf=3), 'mma90 w2'),
-        (dict(shape='m16n8k8t', mwarps=2, nwarps=1, wm=4, wn=2, kstage=2,
-              nbuf=4), 'mma90 w2'),
-        (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=2,
-              nbuf=6), 'mma90 w2'),
-        (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
-              nbuf=3), 'mma90 w2'),
-        (dict(shape='m16n8k4', mwarps=4, nwarps=2, wm=2, wn=4, kstage=2,
-              nbuf=4), 'mma90 w2'),
-        (dict(shape='m16n8k4', mwarps=3, nwarps=2, wm=3, wn=4, kstage=2,
-              nbuf=3), 'mma90 w2'),
-        (dict(shape='m8n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
-              nbuf=3), 'mma w2'),
-        (dict(shape='m8n8k4', mwarps=4, nwarps=2, wm=4, wn=4, kstage=2,
-              nbuf=3), 'mma w2')]],
-    ('cstream', dict(width=2, ld='nc'), 'w2 stream'),
-    ('bstream', dict(width=2, ld='cs'), 'w2 stream'),
-    ('cstream', dict(width=1, ld='nc'), 'stream'),
-    ('bstream', dict(width=1, ld='cs'), 'stream'),
-    ('bstream-msplit', dict(width=2, msplit=2, bsz=16, ld='cs'), 'w2 stream'),
-    ('bstream-msplit', dict(width=2, msplit=4, bsz=16, ld='cs'), 'w2 stream'),
-    ('bstream-msplit', dict(width=1, msplit=4, bsz=16, ld='cs'), 'stream'),
-    ('bstream-msplit', dict(width=1, msplit=8, bsz=16, ld='cs'), 'stream'),
-    ('bstream-msplit', dict(width=1, msplit=16, bsz=16, ld='cs'), 'stream'),
-    ('bstream-msplit', dict(width=1, msplit=32, bsz=16, ld='cs'), 'stream'),
-    ('bstream-msplit', dict(width=1, msplit=8, bsz=32, ld='cs'), 'stream'),
-    ('bstream-msplit', dict(width=1, msplit=16, bsz=32, ld='cs'), 'stream'),
-    ('cstream', dict(width=2, ld='cs'), 'w2 stream'),
-    ('bstream-warprows', dict(msplit=4, bsz=24, ld='cg', st='cg'), 'stream'),
-    ('bstream-warprows', dict(msplit=8, bsz=24, ld='cg', st='cg'),
-     'bigm stream'),
-    ('cstream', dict(width=1, ld='reload'), 'bigk stream'),
-    ('cstream-mblock', dict(width=1, groups=8, ld='nc'), 'bigm stream'),
-    ('cstream-mblock', dict(width=1, groups=16, ld='nc'), 'bigm stream'),
-    ('cstream-mblock', dict(width=1, groups=32, ld='nc'), 'bigm stream'),
-    ('cstream-mblock', dict(width=1, groups=64, ld='nc'), 'bigm stream'),
-    ('cstream-mblock', dict(width=1, groups=128, ld='nc'), 'bigm stream'),
-    ('cstream-mblock', dict(width=2, groups=16, ld='nc'), 'w2 bigm stream'),
-    ('cstream-mblock', dict(width=2, groups=32, ld='nc'), 'w2 bigm stream'),
-    ('cstream-ksplit', dict(ksplit=2), 'stream'),
-    ('cstream-ksplit', dict(ksplit=4), 'stream'),
+    *[Row(rid, MmaGemm, dict(p, skip=True, cpre=True), gates, tail=tail)
+      for rid, p, gates, tail in [
+        ('gemm-t4-blocks4',
+         dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
+              nbuf=6, blocks=4), 'mma90 w2', False),
+        ('gemm-t4',
+         dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
+              nbuf=6), 'mma90 w2', False),
+        ('gemm-t4-wm8',
+         dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=8, wn=2, kstage=2,
+              nbuf=4), 'mma90 w2', False),
+        ('gemm-t8',
+         dict(shape='m16n8k8t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
+              nbuf=3), 'mma90 w2', False),
+        ('gemm-t4-8warps',
+         dict(shape='m16n8k4t', mwarps=4, nwarps=2, wm=2, wn=2, kstage=2,
+              nbuf=6), 'mma90 w2', False),
+        ('gemm-t4-kstage4',
+         dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=4,
+              nbuf=3), 'mma90 w2', True),
+        ('gemm-t8-nwarps1',
+         dict(shape='m16n8k8t', mwarps=2, nwarps=1, wm=4, wn=2, kstage=2,
+              nbuf=4), 'mma90 w2', True),
+        ('gemm-k4',
+         dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=2,
+              nbuf=6), 'mma90 w2', False),
+        ('gemm-k4-kstage4',
+         dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
+              nbuf=3), 'mma90 w2', True),
+        ('gemm-k4-8warps',
+         dict(shape='m16n8k4', mwarps=4, nwarps=2, wm=2, wn=4, kstage=2,
+              nbuf=4), 'mma90 w2', False),
+        ('gemm-k4-6warps',
+         dict(shape='m16n8k4', mwarps=3, nwarps=2, wm=3, wn=4, kstage=2,
+              nbuf=3), 'mma90 w2', True),
+        ('gemm-m8',
+         dict(shape='m8n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
+              nbuf=3), 'mma w2', False),
+        ('gemm-m8-8warps',
+         dict(shape='m8n8k4', mwarps=4, nwarps=2, wm=4, wn=4, kstage=2,
+              nbuf=3), 'mma w2', True)]],
+    Row('cstream-w2-nc', Cstream, dict(width=2, ld='nc'), 'w2 stream'),
+    Row('bstream-w2-cs', Bstream, dict(width=2, ld='cs'), 'w2 stream',
+        tail=True),
+    Row('cstream-w1-nc', Cstream, dict(width=1, ld='nc'), 'stream'),
+    Row('bstream-w1-cs', Bstream, dict(width=1, ld='cs'), 'stream'),
+    Row('msplit2-w2', BstreamMsplit,
+        dict(width=2, msplit=2, bsz=16, ld='cs'), 'w2 stream'),
+    Row('msplit4-w2', BstreamMsplit,
+        dict(width=2, msplit=4, bsz=16, ld='cs'), 'w2 stream'),
+    Row('msplit4-w1', BstreamMsplit,
+        dict(width=1, msplit=4, bsz=16, ld='cs'), 'stream'),
+    *[Row(f'msplit{ms}-w1', BstreamMsplit,
+          dict(width=1, msplit=ms, bsz=16, ld='cs'), 'stream', tail=True)
+      for ms in (8, 16, 32)],
+    Row('msplit8-w1-bsz32', BstreamMsplit,
+        dict(width=1, msplit=8, bsz=32, ld='cs'), 'stream'),
+    Row('msplit16-w1-bsz32', BstreamMsplit,
+        dict(width=1, msplit=16, bsz=32, ld='cs'), 'stream', tail=True),
+    Row('cstream-w2-cs', Cstream, dict(width=2, ld='cs'), 'w2 stream',
+        tail=True),
+    Row('warprows4', BstreamWarpRows,
+        dict(msplit=4, bsz=24, ld='cg', st='cg'), 'stream'),
+    Row('warprows8', BstreamWarpRows,
+        dict(msplit=8, bsz=24, ld='cg', st='cg'), 'bigm stream'),
+    Row('cstream-reload', Cstream, dict(width=1, ld='reload'),
+        'bigk stream', tail=True),
+    *[Row(f'mblock{g}', CstreamMblock, dict(width=1, groups=g, ld='nc'),
+          'bigm stream') for g in (8, 16, 32, 64, 128)],
+    *[Row(f'mblock{g}-w2', CstreamMblock, dict(width=2, groups=g, ld='nc'),
+          'w2 bigm stream') for g in (16, 32)],
+    Row('ksplit2', CstreamKsplit, dict(ksplit=2), 'stream'),
+    Row('ksplit4', CstreamKsplit, dict(ksplit=4), 'stream'),
     # the sparser big operators (prisms): the tensor cores skip A's zero
     # slabs; offered after the streaming families
-    *[('mma-gemm', dict(p, skip=True, cpre=True), 'gemmsparse') for p in [
-        dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
-             nbuf=6),
-        dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
-             nbuf=3),
-        dict(shape='m16n8k4', mwarps=4, nwarps=2, wm=2, wn=4, kstage=2,
-             nbuf=4),
-        dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=2,
-             nbuf=3),
-        dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
-             nbuf=3)]],
+    *[Row(rid, MmaGemm, dict(p, skip=True, cpre=True), 'gemmsparse',
+          tail=tail) for rid, p, tail in [
+        ('sparse-t4',
+         dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
+              nbuf=6), False),
+        ('sparse-k4-wn4',
+         dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
+              nbuf=3), False),
+        ('sparse-k4-8warps',
+         dict(shape='m16n8k4', mwarps=4, nwarps=2, wm=2, wn=4, kstage=2,
+              nbuf=4), False),
+        ('sparse-k4-nwarps4',
+         dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=2,
+              nbuf=3), True),
+        ('sparse-k4-kstage4',
+         dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
+              nbuf=3), True)]],
 ]
 
 # Where mma-gemm is offered first (gate mma), the unrolled streaming
@@ -181,8 +197,11 @@ BAKED_OFFER_MIN_NNZ = 512
 STREAM_BLOCK = 128
 
 
+GATES = ('w2', 'bigk', 'bigm', 'stream', 'mma', 'mma90', 'gemmsparse')
+
+
 def _gates(mm, dtype, cc):
-    """The named conditions a candidate row may require."""
+    """The named conditions a candidate row may require (GATES)."""
     w2 = mm.width2_ok()
     info = mm.info
     mma_offered = (dtype == np.float64 and cc >= (8, 0)
@@ -194,7 +213,6 @@ def _gates(mm, dtype, cc):
                         and not gemm_compute_bound(info.m, info.k, mm.beta)))
     return {
         'w2': w2,
-        'beta': mm.beta != 0,
         'bigk': len(info.bix) > 64,
         'bigm': info.m > 64,
         'stream': not ((mma_offered and info.nnz > MAX_STREAM_NNZ_DENSE)
@@ -202,13 +220,14 @@ def _gates(mm, dtype, cc):
                            and info.nnz > MAX_STREAM_NNZ_SPARSE)),
         'mma': mma_offered,
         'mma90': mma_offered and cc >= (9, 0),
-        'sm90': cc >= (9, 0),
         'gemmsparse': gemm_sparse,
     }
 
 
 class CUDAMatMul(MatMul):
     platform = 'cuda'
+    gate_names = GATES
+    max_shared = MAX_STATIC_SHARED
 
     def _check_opts(self, compute_capability=(9, 0)):
         cc = compute_capability
@@ -244,36 +263,36 @@ class CUDAMatMul(MatMul):
             return BAKED_OFFER
         return None
 
-    def _fits(self, cand, dtype):
-        kern = self.kernel(cand, dtype)
-        g = kern.geometry()
-        nthreads = g.block[0]*g.block[1]*g.block[2]
-        limit = MAX_EST_REGISTERS.get(cand.family,
-                                      MAX_EST_REGISTERS_DEFAULT)
-        if kern.registers() > min(limit, SM_REGISTERS // nthreads):
-            return False
-        return (g.block[0]*g.block[1] <= 1024
-                and g.shared <= MAX_STATIC_SHARED)
+    def registers_fit(self, kern):
+        # the family's limit, and at most 64K registers a block
+        est = kern.registers()
+        if est is None:
+            return True
+        block = kern.geometry().block
+        cap = SM_REGISTERS // (block[0]*block[1]*block[2])
+        limit = kern.register_limit()
+        return est <= (cap if limit is None else min(limit, cap))
 
     def _platform_context(self, kern):
         # Without a second launch bound ptxas (CUDA 13, sm_90) may cap the
         # registers low enough to spill (64 for 128 threads, 32 for 1024);
         # ask for as many blocks per SM as the budget allows, or as the
-        # row names (blocks).  Small kernels get none
-        # (FREE_REGISTER_ESTIMATE).
+        # row names (blocks).  Small kernels get none (the family's
+        # free_registers); nor does a family without a register estimate.
         ctx = {'ld': kern.params.get('ld', 'nc'),
                'st': kern.params.get('st', 'cs'), 'minblocks': None}
         block = kern.geometry().block
         nthreads = block[0]*block[1]*block[2]
         est = kern.registers()
         sm90 = tuple(kern.opts.get('compute_capability', (9, 0))) >= (9, 0)
-        if sm90 and (kern.name in FREE_REGISTER_FAMILIES
-                     and est <= FREE_REGISTER_ESTIMATE
-                     or kern.name == 'bstream-warprows'):
+        free = kern.free_registers
+        if sm90 and free is not None and (est is None or est <= free):
             return ctx
         blocks = kern.launch_blocks(SM90_SHARED, SHARED_RESERVED)
         if blocks:
             ctx['minblocks'] = blocks
+            return ctx
+        if est is None:
             return ctx
         regs = max(register_budget(est), MIN_REGISTER_CAP)
         ctx['minblocks'] = max(1, min(2048 // nthreads,
@@ -297,3 +316,6 @@ MMA_MIN_MK = 32*32
 
 def mma_worth_it(info):
     return info.density >= DENSE_DENSITY and info.m*info.k >= MMA_MIN_MK
+
+
+check_table(CANDIDATES, GATES, 'cuda', placed_rows('cuda', CANDIDATES))

@@ -6,10 +6,17 @@ import numbers
 import numpy as np
 
 from gimmik.analysis import DENSE_DENSITY
-from gimmik.base import MAX_SHARED, MatMul
+from gimmik.base import MatMul, Row, check_table
+from gimmik.families.bstream import Bstream
+from gimmik.families.bstream_mgroup import BstreamMgroup
+from gimmik.families.bstream_msplit import BstreamMsplit
+from gimmik.families.cstream import Cstream
+from gimmik.families.cstream_ksplit import CstreamKsplit
+from gimmik.families.cstream_mblock import CstreamMblock
 from gimmik.families.mfma_dense import MfmaDense
-from gimmik.fragments import mfma_gemm
-from gimmik.order import order_candidates
+from gimmik.families.mfma_gemm import MfmaGemm
+from gimmik.fragments import mfma_tiled
+from gimmik.order import HIP_BIG_M as BIG_M, order_candidates, placed_rows
 from gimmik.validate import GFX_ARCH
 
 # The mfma-dense family (gate 'mfma') is offered only where all of these hold:
@@ -26,23 +33,25 @@ MFMA_ARCHS = frozenset({'gfx90a', 'gfx940', 'gfx941', 'gfx942', 'gfx950'})
 
 # A candidate whose register estimate (its family's registers(): live
 # values in 32-bit words plus a margin for addresses and indices) exceeds
-# this many VGPRs is not offered: the compiler would spill it to scratch
+# its family's register_limit() (200 VGPRs) is not offered: the compiler would spill it to scratch
 # (clang-19 spills cstream/width2 of p3-pyr-m132, 90 live B rows, on
 # gfx942) or run it at one wave per SIMD.  A block of w wavefronts gets at
 # most 512/ceil(w/4) VGPRs a lane (a CU's four SIMDs share its waves), so
 # larger blocks have a lower limit (SIMD_VGPRS).  No fallback: where
 # nothing fits, the register-bounded rows below are what is offered.
-MAX_EST_VGPRS = 200
 SIMD_VGPRS = 512
 
-# mfma-gemm rows (gimmik.fragments.mfma_gemm): wavefronts mwaves x nwaves,
+# mfma-gemm rows (gimmik.fragments.mfma_tiled): wavefronts mwaves x nwaves,
 # each with wm x wn 16x16 accumulator tiles, stages of 4*kstage columns of
 # A; vec 2: 16-byte B/C accesses.  Offered (gate 'gemm') where the MFMA gate
-# holds and m or k exceeds mfma_gemm.MIN_DIM; after the mfma-dense rows, or
-# first where mfma-dense's leading row does not reach mfma_gemm.MIN_WAVES
-# waves per SIMD (see HIPMatMul._candidates).
+# holds and m or k exceeds mfma_tiled.MIN_DIM, after the mfma-dense rows
+# (first of the two where mfma-dense's rows do not reach
+# mfma_tiled.MIN_WAVES waves per SIMD: then gimmik.order's rules for the
+# streaming families place theirs before them).
 MFMA_GEMM_ROWS = [
-    ('mfma-gemm', dict(p, vec=vec), gate)
+    Row(f'gemm-{p["mwaves"]}x{p["nwaves"]}-{p["wm"]}x{p["wn"]}'
+        f'-k{p["kstage"]}-vec{vec}', MfmaGemm, dict(p, vec=vec), gate,
+        tail=True)
     for p in (dict(mwaves=2, nwaves=2, wm=4, wn=4, kstage=1),
               dict(mwaves=2, nwaves=2, wm=2, wn=4, kstage=2),
               dict(mwaves=2, nwaves=2, wm=2, wn=4, kstage=1),
@@ -50,8 +59,6 @@ MFMA_GEMM_ROWS = [
               dict(mwaves=2, nwaves=2, wm=4, wn=2, kstage=2))
     for vec, gate in ((2, 'mfma gemm w2'), (1, 'mfma gemm scalar'))]
 
-# The first mfma-dense row: where it is dropped, mfma-gemm leads.
-MFMA_DENSE_LEAD = dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=2)
 
 # Register-bounded rows for operators with many rows (gate 'bigm': m >
 # BIG_M), whose per-lane state does not grow with m and k:
@@ -66,89 +73,123 @@ MFMA_DENSE_LEAD = dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=2)
 #   SIMD, a few vmcnt(0) waits in all).
 # (bstream-warprows is not offered on HIP: at 16 waves a block, 128 VGPRs
 # a lane, it spilled on a p5-hex-m3-shaped operator, and its stores of
-# loads straight into LDS wait once every 1-3 loads.)
-BIG_M = 64
+# loads straight into LDS wait once every 1-3 loads.)  gimmik.order places
+# them first, in this order, where A has more than BIG_M rows and no MFMA
+# family is offered.
 BOUNDED_ROWS = [
-    ('cstream-mblock', dict(width=1, groups=32), 'bigm'),
-    ('bstream-mgroup', dict(msplit=4, rows=16, bsz=64, nbuf=1, ntload=True),
-     'bigm'),
-    ('cstream-mblock', dict(width=1, groups=64), 'bigm'),
-    ('cstream-mblock', dict(width=1, groups=16), 'bigm'),
-    ('bstream-mgroup', dict(msplit=2, rows=16, bsz=32, nbuf=1, ntload=True),
-     'bigm'),
-    ('cstream-mblock', dict(width=1, groups=128), 'bigm'),
-    ('bstream-mgroup', dict(msplit=4, rows=8, bsz=64, nbuf=1), 'bigm'),
-    ('cstream-mblock', dict(width=2, groups=64), 'bigm w2'),
-    ('cstream-mblock', dict(width=1, groups=8), 'bigm'),
-    ('cstream-mblock', dict(width=2, groups=128), 'bigm w2'),
+    Row('mblock-g32', CstreamMblock, dict(width=1, groups=32), 'bigm'),
+    Row('mgroup-4x16-b64', BstreamMgroup,
+        dict(msplit=4, rows=16, bsz=64, nbuf=1, ntload=True), 'bigm'),
+    Row('mblock-g64', CstreamMblock, dict(width=1, groups=64), 'bigm'),
+    Row('mblock-g16', CstreamMblock, dict(width=1, groups=16), 'bigm'),
+    Row('mgroup-2x16-b32', BstreamMgroup,
+        dict(msplit=2, rows=16, bsz=32, nbuf=1, ntload=True), 'bigm'),
+    Row('mblock-g128', CstreamMblock, dict(width=1, groups=128), 'bigm'),
+    Row('mgroup-4x8-b64', BstreamMgroup,
+        dict(msplit=4, rows=8, bsz=64, nbuf=1), 'bigm'),
+    Row('mblock-g64-w2', CstreamMblock, dict(width=2, groups=64),
+        'bigm w2'),
+    Row('mblock-g8', CstreamMblock, dict(width=1, groups=8), 'bigm'),
+    Row('mblock-g128-w2', CstreamMblock, dict(width=2, groups=128),
+        'bigm w2'),
 ]
-BOUNDED_FAMILIES = frozenset(f for f, _, _ in BOUNDED_ROWS)
+# cstream-mblock needs at least this many rows a group on HIP (a group of
+# one row waits for its B values as soon as it loads them)
 MBLOCK_MIN_ROWS = 2
 
-# The HIP candidate table.  Each row: family, parameters, and the condition
-# (on the generator and the requested dtype/arch) under which it is offered.
-# Order is the order of offering: PyFR only times the first few.
+# The HIP candidate table (gimmik.base.Row: id, family, parameters, the
+# names of the conditions of _gates that must hold).  gimmik.order's rules
+# place the rows they name (by id) first; the tail rows follow in table
+# order.  The operators mfma-dense takes are offered the table order.
 CANDIDATES = [
-    # family            parameters                                 gate
+    # id                 family          parameters                  gates
     # mfma-dense: msplit wavefronts per block (1: direct from global, more:
     # B staged in LDS chunks of kchunk k-tiles in nbuf buffers), pipe 0/1/2
     # (see the template), vec 2: 16-byte B/C accesses (needs even aligne).
-    ('mfma-dense', MFMA_DENSE_LEAD, 'mfma w2'),
-    ('mfma-dense', dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=1),
-     'mfma scalar'),
-    ('mfma-dense', dict(msplit=2, pipe=2, nbuf=2, kchunk=4, vec=2),
-     'mfma w2'),
-    ('mfma-dense', dict(msplit=2, pipe=2, nbuf=2, kchunk=4, vec=1),
-     'mfma scalar'),
-    ('mfma-dense', dict(msplit=4, pipe=1, nbuf=2, kchunk=4, vec=2),
-     'mfma w2'),
-    ('mfma-dense', dict(msplit=4, pipe=1, nbuf=2, kchunk=4, vec=1),
-     'mfma scalar'),
-    ('mfma-dense', dict(msplit=1, pipe=1, vec=2), 'mfma w2'),
-    ('mfma-dense', dict(msplit=1, pipe=1, vec=1), 'mfma scalar'),
-    ('mfma-dense', dict(msplit=4, pipe=0, nbuf=1, kchunk=8, vec=2),
-     'mfma w2'),
-    ('mfma-dense', dict(msplit=4, pipe=0, nbuf=1, kchunk=8, vec=1),
-     'mfma scalar'),
-    ('mfma-dense', dict(msplit=2, pipe=0, nbuf=1, kchunk=8, vec=2),
-     'mfma w2'),
-    ('mfma-dense', dict(msplit=2, pipe=0, nbuf=1, kchunk=8, vec=1),
-     'mfma scalar'),
-    ('mfma-dense', dict(msplit=1, pipe=0, vec=2), 'mfma w2'),
-    ('mfma-dense', dict(msplit=1, pipe=0, vec=1), 'mfma scalar'),
+    Row('mfma-ms4-pipe2-vec2', MfmaDense,
+        dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=2),
+        'mfma w2', tail=True),
+    Row('mfma-ms4-pipe2-vec1', MfmaDense,
+        dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=1),
+        'mfma scalar', tail=True),
+    Row('mfma-ms2-pipe2-vec2', MfmaDense,
+        dict(msplit=2, pipe=2, nbuf=2, kchunk=4, vec=2),
+        'mfma w2', tail=True),
+    Row('mfma-ms2-pipe2-vec1', MfmaDense,
+        dict(msplit=2, pipe=2, nbuf=2, kchunk=4, vec=1),
+        'mfma scalar', tail=True),
+    Row('mfma-ms4-pipe1-vec2', MfmaDense,
+        dict(msplit=4, pipe=1, nbuf=2, kchunk=4, vec=2),
+        'mfma w2', tail=True),
+    Row('mfma-ms4-pipe1-vec1', MfmaDense,
+        dict(msplit=4, pipe=1, nbuf=2, kchunk=4, vec=1),
+        'mfma scalar', tail=True),
+    Row('mfma-ms1-pipe1-vec2', MfmaDense,
+        dict(msplit=1, pipe=1, vec=2),
+        'mfma w2', tail=True),
+    Row('mfma-ms1-pipe1-vec1', MfmaDense,
+        dict(msplit=1, pipe=1, vec=1),
+        'mfma scalar', tail=True),
+    Row('mfma-ms4-pipe0-vec2', MfmaDense,
+        dict(msplit=4, pipe=0, nbuf=1, kchunk=8, vec=2),
+        'mfma w2', tail=True),
+    Row('mfma-ms4-pipe0-vec1', MfmaDense,
+        dict(msplit=4, pipe=0, nbuf=1, kchunk=8, vec=1),
+        'mfma scalar', tail=True),
+    Row('mfma-ms2-pipe0-vec2', MfmaDense,
+        dict(msplit=2, pipe=0, nbuf=1, kchunk=8, vec=2),
+        'mfma w2', tail=True),
+    Row('mfma-ms2-pipe0-vec1', MfmaDense,
+        dict(msplit=2, pipe=0, nbuf=1, kchunk=8, vec=1),
+        'mfma scalar', tail=True),
+    Row('mfma-ms1-pipe0-vec2', MfmaDense,
+        dict(msplit=1, pipe=0, vec=2),
+        'mfma w2', tail=True),
+    Row('mfma-ms1-pipe0-vec1', MfmaDense,
+        dict(msplit=1, pipe=0, vec=1),
+        'mfma scalar', tail=True),
     *MFMA_GEMM_ROWS,
     # bstream-msplit: bsz B rows per LDS stage (two stages); width 2 with
     # bsz 16 takes 32 KiB of LDS per block, one block per 2 SIMDs of a CU
     # (1 wave/SIMD at msplit 2), bsz 8 half that (2 waves/SIMD)
-    ('bstream-msplit', dict(width=2, msplit=2, bsz=16, ntload=True), 'w2'),
-    ('bstream-msplit', dict(width=2, msplit=2, bsz=8, ntload=True), 'w2'),
-    ('bstream-msplit', dict(width=1, msplit=2, bsz=16, ntload=True), ''),
-    ('bstream-msplit', dict(width=2, msplit=4, bsz=16, ntload=True), 'w2'),
-    ('bstream-msplit', dict(width=2, msplit=2, bsz=16, ntload=True,
-                            preload_c=True), 'w2 beta'),
-    ('bstream-msplit', dict(width=1, msplit=4, bsz=16, ntload=False), ''),
-    ('bstream', dict(width=2), 'w2'),
-    ('bstream', dict(width=1), ''),
-    ('cstream', dict(width=2), 'w2'),
-    ('cstream', dict(width=1), ''),
-    ('cstream-ksplit', dict(ksplit=2), ''),
-    ('cstream-ksplit', dict(ksplit=4), ''),
-    ('cstream-ksplit', dict(ksplit=2, preload_c=True), 'beta'),
-    ('bstream-msplit', dict(width=1, msplit=2, bsz=16, ntload=False,
-                            preload_c=True), 'beta'),
+    Row('msplit2-w2', BstreamMsplit,
+        dict(width=2, msplit=2, bsz=16, ntload=True), 'w2', tail=True),
+    Row('msplit2-w2-bsz8', BstreamMsplit,
+        dict(width=2, msplit=2, bsz=8, ntload=True), 'w2', tail=True),
+    Row('msplit2-w1', BstreamMsplit,
+        dict(width=1, msplit=2, bsz=16, ntload=True)),
+    Row('msplit4-w2', BstreamMsplit,
+        dict(width=2, msplit=4, bsz=16, ntload=True), 'w2', tail=True),
+    Row('msplit2-w2-preload', BstreamMsplit,
+        dict(width=2, msplit=2, bsz=16, ntload=True, preload_c=True),
+        'w2 beta', tail=True),
+    Row('msplit4-w1', BstreamMsplit,
+        dict(width=1, msplit=4, bsz=16, ntload=False)),
+    Row('bstream-w2', Bstream, dict(width=2), 'w2', tail=True),
+    Row('bstream-w1', Bstream, dict(width=1)),
+    Row('cstream-w2', Cstream, dict(width=2), 'w2', tail=True),
+    Row('cstream-w1', Cstream, dict(width=1)),
+    Row('ksplit2', CstreamKsplit, dict(ksplit=2)),
+    Row('ksplit4', CstreamKsplit, dict(ksplit=4)),
+    Row('ksplit2-preload', CstreamKsplit, dict(ksplit=2, preload_c=True),
+        'beta'),
+    Row('msplit2-w1-preload', BstreamMsplit,
+        dict(width=1, msplit=2, bsz=16, ntload=False, preload_c=True),
+        'beta', tail=True),
     *BOUNDED_ROWS,
 ]
 
+GATES = ('w2', 'scalar', 'beta', 'mfma', 'gemm', 'bigm')
+
 
 def _gates(mm, dtype, arch, warp_size=64):
-    """The named conditions a candidate row may require."""
+    """The named conditions a candidate row may require (GATES)."""
     return {
         'w2': mm.width2_ok(),
         'scalar': not mm.width2_ok(),
         'beta': mm.beta != 0,
-        'f64': dtype == np.float64,
         'mfma': mfma_ok(mm.info, dtype, arch, warp_size),
-        'gemm': max(mm.info.m, mm.info.k) > mfma_gemm.MIN_DIM,
+        'gemm': max(mm.info.m, mm.info.k) > mfma_tiled.MIN_DIM,
         'bigm': mm.info.m > BIG_M,
     }
 
@@ -159,8 +200,12 @@ def mfma_ok(info, dtype, arch, warp_size=64):
             and warp_size == 64 and info.density >= DENSE_DENSITY)
 
 
+check_table(CANDIDATES, GATES, 'hip', placed_rows('hip', CANDIDATES))
+
+
 class HIPMatMul(MatMul):
     platform = 'hip'
+    gate_names = GATES
 
     def _check_opts(self, gcn_arch='gfx942', warp_size=64):
         if not isinstance(gcn_arch, str) or not GFX_ARCH.match(gcn_arch):
@@ -182,45 +227,25 @@ class HIPMatMul(MatMul):
             CANDIDATES, _gates(self, dtype, gcn_arch, warp_size), dtype,
             {'gcn_arch': gcn_arch, 'warp_size': warp_size},
             adapt=self._adapt)
+        return order_candidates(self.info, out, 'hip', beta=self.beta,
+                                n=self.n)
 
-        # mfma-gemm leads where mfma-dense's leading row does not fit
-        if MfmaDense.adapt(self, MFMA_DENSE_LEAD) is None:
-            out = ([c for c in out if c.family == 'mfma-gemm']
-                   + [c for c in out if c.family != 'mfma-gemm'])
-
-        # drop the candidates that would spill or run one wave a SIMD
-        out = [c for c in out if self._registers_fit(c, dtype)]
-        out = order_candidates(self.info, out, 'hip', beta=self.beta,
-                               n=self.n)
-
-        # many rows and no MFMA: the register-bounded rows lead, in table
-        # order (clang-19: the unrolled streams hold a value per row there)
-        if self.info.m > BIG_M and not any(c.family.startswith('mfma')
-                                           for c in out):
-            out = ([c for c in out if c.family in BOUNDED_FAMILIES]
-                   + [c for c in out if c.family not in BOUNDED_FAMILIES])
-        return out
-
-    def _adapt(self, family, params):
+    def _adapt(self, row, params):
         """HIP's own binding of a row: cstream-mblock only with at least
-        MBLOCK_MIN_ROWS rows a group (a group of one row waits for its B
-        values as soon as it loads them)."""
-        if (family == 'cstream-mblock'
+        MBLOCK_MIN_ROWS rows a group."""
+        if (row.family is CstreamMblock
                 and params['groups']*MBLOCK_MIN_ROWS > self.info.m):
             return None
         return params
 
-    def _registers_fit(self, cand, dtype):
-        """Whether a candidate's register estimate is within
-        MAX_EST_VGPRS and what a lane of its block may have."""
-        kern = self.kernel(cand, dtype)
-        est = kern.registers()
-        if est is None:
+    def registers_fit(self, kern):
+        """Whether a candidate's register estimate is within its family's
+        limit and what a lane of its block may have (SIMD_VGPRS shared by
+        the block's waves on each SIMD): no fallback, a candidate that
+        would spill is never offered."""
+        est, limit = kern.registers(), kern.register_limit()
+        if est is None or limit is None:
             return True
         block = kern.geometry().block
-        waves = -(-block[0]*block[1]*block[2] // self.warp_size(cand.opts))
-        return est <= min(MAX_EST_VGPRS, SIMD_VGPRS // -(-waves // 4))
-
-    def _fits(self, cand, dtype):
-        g = self.kernel(cand, dtype).geometry()
-        return g.block[0]*g.block[1] <= 1024 and g.shared <= MAX_SHARED
+        waves = -(-block[0]*block[1]*block[2] // kern.warp)
+        return est <= min(limit, SIMD_VGPRS // -(-waves // 4))

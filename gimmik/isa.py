@@ -445,7 +445,7 @@ def run(args):
     name, A = load_operator(args.operator)
     if args.family:
         from gimmik.hip import CANDIDATES
-        known = {row[0] for row in CANDIDATES}
+        known = {row.family.name for row in CANDIDATES}
         for f in args.family:
             if f not in known:
                 raise ValueError(f'--family {f!r} is not one of '

@@ -6,12 +6,18 @@ decides what a PyFR run gets: the likely best must come first, the other
 families' best guesses soon after (the 1.5x family pruning then drops the
 slow families and frees their slots).
 
+The rules name table rows by their ids (gimmik.base.Row.id) and
 order_candidates(info, cands, platform, beta, n) sorts a platform's table
-output (a stable sort: candidates no rule names keep their table order,
-after the named ones).  The regime of A is decided from its shape (m, k),
-its density, the non-zeros per row and beta (whether C is read); n is the
-panel width when the generator bakes it (PyFR always passes it), None
-otherwise:
+output by them: the rows a rule names for the operator first, in the
+rule's order; the others after them, in table order.  Every row of a
+platform with rules is named by some rule (RULE_ROWS, or a family whose
+rows a rule sorts by a key: SORTED_FAMILIES) or says tail=True, and every
+id named here is a row of its table: gimmik.base.check_table, run when
+the platform's module is imported.
+
+The regime of A is decided from its shape (m, k), its density, the
+non-zeros per row and beta (whether C is read); n is the panel width when
+the generator bakes it (PyFR always passes it), None otherwise:
 
 - dense (density >= 0.5 and mma-gemm offered): mma-gemm first, its tiles
   in the order measured best most often (the transposed 64 x 64 tile
@@ -66,6 +72,11 @@ replays PyFR's walk on both (bench/results/order-replay.{csv,log}).
 import math
 
 from gimmik.analysis import DENSE_DENSITY, sparse_gemm_worth_it
+from gimmik.families.bstream_msplit import BstreamMsplit
+from gimmik.families.bstream_warprows import BstreamWarpRows
+from gimmik.families.cstream_mblock import CstreamMblock
+from gimmik.families.mfma_dense import MfmaDense
+from gimmik.families.mma_gemm import MmaGemm
 
 # Rows beyond which the row-blocked families are offered (cuda 'bigm')
 BIG_M = 64
@@ -101,37 +112,74 @@ WARPROWS_AFTER = 3
 # ... with 8 warps before 4 where rows have fewer non-zeros than this
 WARPROWS_FEW_TERMS = 8
 
+# The CUDA rows the rules name (ids of gimmik.cuda.CANDIDATES).  The
+# mma-gemm tiles in order of preference (H100: the transposed 64 x 64 tile
+# of six 8-deep stages first for either beta, held to four blocks an SM
+# before the same tile without; a tile offered both for dense operators
+# and, under gate gemmsparse, for sparse ones is named by both its rows,
+# of which at most one is offered)
+GEMM_ORDER = ('gemm-t4-blocks4', 'gemm-t4', 'sparse-t4', 'gemm-t4-wm8',
+              'gemm-t8', 'gemm-t4-8warps', 'gemm-k4', 'gemm-k4-8warps',
+              'sparse-k4-8warps', 'gemm-m8')
+GEMM_ORDER_BETA = ('gemm-t4-blocks4', 'gemm-t4', 'sparse-t4',
+                   'gemm-t4-8warps', 'gemm-t4-wm8', 'gemm-t8', 'gemm-k4',
+                   'gemm-k4-8warps', 'sparse-k4-8warps', 'gemm-m8')
+# the sparse tensor-core rows (prism-like operators): the first before the
+# streaming families, the others after five of them
+SPARSE_GEMM_FIRST = ('sparse-t4',)
+SPARSE_GEMM_NEXT = ('sparse-k4-8warps', 'sparse-k4-wn4')
+# the m-split bstream: 2, 4, then 8 row groups
+MSPLIT_ORDER = ('msplit2-w2', 'msplit4-w2', 'msplit8-w1-bsz32')
+# dense, beta != 0, few columns
+MSPLIT_SMALL_K = ('msplit8-w1-bsz32',)
+# dense, n baked, few multiply-adds per value moved: m > BIG_M, m <= BIG_M
+FEW_FLOPS_BIG_M = ('mblock8', 'msplit4-w1')
+FEW_FLOPS_SMALL_M = ('msplit4-w1', 'msplit2-w2')
+# bstream-warprows, 4 then 8 warps
+WARPROWS_ORDER = ('warprows4', 'warprows8')
+STREAM_W1, STREAM_W2 = 'cstream-w1-nc', 'cstream-w2-nc'
+KSPLIT2, KSPLIT4 = 'ksplit2', 'ksplit4'
 # With n baked: wide (k > m) operators sparser than MSPLIT_DENSITY offer
 # these first (one column a thread, C then B streamed)
-BAKED_WIDE_FIRST = (('cstream', dict(width=1, ld='nc')),
-                    ('bstream', dict(width=1)))
+BAKED_WIDE_FIRST = ('cstream-w1-nc', 'bstream-w1-cs')
+
+# The HIP rows the rules name (ids of gimmik.hip.CANDIDATES); the k-split
+# in two groups names both its rows (with and without C preloaded)
+HIP_CSTREAM, HIP_BSTREAM = 'cstream-w1', 'bstream-w1'
+HIP_KSPLIT2 = ('ksplit2', 'ksplit2-preload')
+HIP_KSPLIT4 = ('ksplit4',)
+HIP_MSPLIT4, HIP_MSPLIT2 = 'msplit4-w1', 'msplit2-w1'
+# HIP, more than HIP_BIG_M rows and no MFMA family: the register-bounded
+# rows first, in this order (gimmik.hip BOUNDED_ROWS: clang-19 gives the
+# unrolled streams a value per row there, and they spill or run one wave
+# a SIMD on the large sparse operators)
+HIP_BIG_M = 64
+HIP_BOUNDED = ('mblock-g32', 'mgroup-4x16-b64', 'mblock-g64', 'mblock-g16',
+               'mgroup-2x16-b32', 'mblock-g128', 'mgroup-4x8-b64',
+               'mblock-g64-w2', 'mblock-g8', 'mblock-g128-w2')
+
+# Every row id a platform's rules name ...
+RULE_ROWS = {
+    'cuda': frozenset(GEMM_ORDER + GEMM_ORDER_BETA + SPARSE_GEMM_FIRST
+                      + SPARSE_GEMM_NEXT + MSPLIT_ORDER + MSPLIT_SMALL_K
+                      + FEW_FLOPS_BIG_M + FEW_FLOPS_SMALL_M + WARPROWS_ORDER
+                      + (STREAM_W1, STREAM_W2, KSPLIT2, KSPLIT4)
+                      + BAKED_WIDE_FIRST),
+    'hip': frozenset((HIP_CSTREAM, HIP_BSTREAM, HIP_MSPLIT4, HIP_MSPLIT2)
+                     + HIP_KSPLIT2 + HIP_KSPLIT4 + HIP_BOUNDED),
+}
+# ... and the families whose every row a rule places by a key computed
+# from its parameters
+SORTED_FAMILIES = {'cuda': (CstreamMblock,), 'hip': ()}
 
 
-def _match(cand, family, **params):
-    if cand.family != family:
-        return False
-    return all(cand.params.get(k) == v for k, v in params.items())
-
-
-def _prefs_gemm(beta):
-    """mma-gemm rows in order of preference (H100: the transposed 64 x 64
-    tile of six 8-deep stages first for either beta, held to four blocks
-    an SM before the same tile without)."""
-    g = 'mma-gemm'
-    t4 = dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
-              nbuf=6, blocks=None)
-    t4b4 = dict(t4, blocks=4)                      # four blocks an SM
-    t4w8 = dict(t4, wm=8, nbuf=4)                  # 128 x 64
-    t8 = dict(t4, shape='m16n8k8t', nbuf=3)        # 16-deep stages
-    t4m4 = dict(t4, mwarps=4, wm=2)                # 8 warps
-    k4 = dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=2,
-              nbuf=6)
-    k4m4 = dict(k4, mwarps=4, nbuf=4)
-    m8 = dict(shape='m8n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
-              nbuf=3)
-    order = [t4b4, t4, t4w8, t8, t4m4, k4, k4m4, m8] if not beta else \
-        [t4b4, t4, t4m4, t4w8, t8, k4, k4m4, m8]
-    return [(g, dict(p, tiles=None)) for p in order]   # tiles: not set
+def placed_rows(platform, table):
+    """The ids of the rows of a platform's table its rules place; None
+    where the platform has no rules (its table order is the offer)."""
+    if platform not in RULE_ROWS:
+        return None
+    return RULE_ROWS[platform] | {row.id for row in table
+                                  if row.family in SORTED_FAMILIES[platform]}
 
 
 def _nnz_per_row(info):
@@ -150,37 +198,32 @@ def _mblock_groups(info, beta, n=None):
 
 
 def _prefs_mblock(info, beta, cands, n=None):
-    """cstream-mblock candidates sorted by distance of their group count
+    """The cstream-mblock rows sorted by distance of their group count
     from the predicted one (one column a thread first)."""
     g0 = _mblock_groups(info, beta, n)
-    mb = [c for c in cands if c.family == 'cstream-mblock']
+    mb = [c for c in cands if c.family == CstreamMblock.name]
     mb.sort(key=lambda c: (abs(math.log2(c.params['groups'] / g0)),
                            c.params.get('width', 1), c.params['groups']))
-    return [(c.family, dict(c.params)) for c in mb]
+    return [c.row for c in mb]
 
 
 def _prefs(info, cands, beta, n=None):
     m, k = info.m, info.k
     families = {c.family for c in cands}
-    dense = 'mma-gemm' in families and info.density >= DENSE_DENSITY
+    gemm = list(GEMM_ORDER_BETA if beta else GEMM_ORDER)
+    dense = MmaGemm.name in families and info.density >= DENSE_DENSITY
     if dense and beta and m >= 2*k and k < SMALL_K and \
-            'bstream-msplit' in families:
+            BstreamMsplit.name in families:
         # few columns and C read: the m-split bstream loads each B value
         # once for all rows
-        return [('bstream-msplit', dict(width=1, msplit=8, bsz=32))] + \
-            _prefs_gemm(beta)
+        return list(MSPLIT_SMALL_K) + gemm
     if dense:
         if n is not None and _few_flops(info):
             # baked n (PyFR's panels) and little work per loaded value:
             # the streaming families first, the tensor cores after them
-            if m > BIG_M:
-                sp = [('cstream-mblock', dict(groups=8, width=1)),
-                      ('bstream-msplit', dict(width=1, msplit=4, bsz=16))]
-            else:
-                sp = [('bstream-msplit', dict(width=1, msplit=4, bsz=16)),
-                      ('bstream-msplit', dict(width=2, msplit=2, bsz=16))]
-            return sp + _prefs_gemm(beta)
-        return _prefs_gemm(beta)
+            sp = FEW_FLOPS_BIG_M if m > BIG_M else FEW_FLOPS_SMALL_M
+            return list(sp) + gemm
+        return gemm
     return _prefs_stream(info, cands, beta, n)
 
 
@@ -193,50 +236,38 @@ def _few_flops(info):
 def _prefs_stream(info, cands, beta, n=None):
     m, k = info.m, info.k
     families = {c.family for c in cands}
-    stream_w1 = ('cstream', dict(width=1, ld='nc'))
-    stream_w2 = ('cstream', dict(width=2, ld='nc'))
-    ks2 = ('cstream-ksplit', dict(ksplit=2))
-    ks4 = ('cstream-ksplit', dict(ksplit=4))
-    if m > BIG_M and 'cstream-mblock' in families:
+    if m > BIG_M and CstreamMblock.name in families:
         mb = _prefs_mblock(info, beta, cands, n)
-        if n is not None and 'bstream-warprows' in families:
-            wr = [('bstream-warprows', dict(msplit=4)),
-                  ('bstream-warprows', dict(msplit=8))]
+        if n is not None and BstreamWarpRows.name in families:
+            wr = list(WARPROWS_ORDER)
             if _nnz_per_row(info) < WARPROWS_FEW_TERMS:
                 wr = wr[::-1]
             if k > m:     # wide: the plain stream among the first
-                mb = mb[:2] + [stream_w1] + mb[2:]
+                mb = mb[:2] + [STREAM_W1] + mb[2:]
             if (info.group_reads >= WARPROWS_GROUP_READS
                     and info.density < MSPLIT_DENSITY):
                 mb = wr + mb
             else:
                 mb = mb[:WARPROWS_AFTER] + wr + mb[WARPROWS_AFTER:]
-        if 'mma-gemm' in families and sparse_gemm_worth_it(info):
-            # the sparse tensor-core rows (prism-like operators)
-            gs = [('mma-gemm', dict(shape='m16n8k4t', mwarps=2, nwarps=2,
-                                    wm=4, wn=2)),
-                  ('mma-gemm', dict(shape='m16n8k4', mwarps=4, nwarps=2,
-                                    wm=2, wn=4)),
-                  ('mma-gemm', dict(shape='m16n8k4', mwarps=2, nwarps=2,
-                                    wm=4, wn=4))]
-            return gs[:1] + mb[:5] + gs[1:] + mb[5:] + [stream_w1]
+        if MmaGemm.name in families and sparse_gemm_worth_it(info):
+            return (list(SPARSE_GEMM_FIRST) + mb[:5] + list(SPARSE_GEMM_NEXT)
+                    + mb[5:] + [STREAM_W1])
         if k <= BIG_M and not beta:   # few rows of B: one group does
-            return [stream_w1] + mb + [stream_w2]
-        return mb + [stream_w1, stream_w2]
-    ms = [('bstream-msplit', dict(width=2, msplit=2)),
-          ('bstream-msplit', dict(width=2, msplit=4)),
-          ('bstream-msplit', dict(width=1, msplit=8, bsz=32))]
+            return [STREAM_W1] + mb + [STREAM_W2]
+        return mb + [STREAM_W1, STREAM_W2]
+    ms = list(MSPLIT_ORDER)
     if beta:     # C read too: the deeper split first
         ms = ms[::-1]
     if k > m:    # four k-groups only where each gets a few columns
-        ks = [ks4, ks2] if k >= 4*KSPLIT_MIN_COLS else [ks2, ks4]
+        ks = [KSPLIT4, KSPLIT2] if k >= 4*KSPLIT_MIN_COLS else \
+            [KSPLIT2, KSPLIT4]
         if n is not None and info.density < MSPLIT_DENSITY:
             # baked n, sparse: the plain streams before the k-split
-            return list(BAKED_WIDE_FIRST) + ks + [stream_w1, stream_w2] + ms
-        return ks + [stream_w1, stream_w2] + ms
+            return list(BAKED_WIDE_FIRST) + ks + [STREAM_W1, STREAM_W2] + ms
+        return ks + [STREAM_W1, STREAM_W2] + ms
     if m >= 2*k and info.density >= MSPLIT_DENSITY:
-        return ms + [stream_w1, stream_w2, ks2]
-    return [stream_w1, stream_w2, ms[1], ks2, ms[2], ks4]
+        return ms + [STREAM_W1, STREAM_W2, KSPLIT2]
+    return [STREAM_W1, STREAM_W2, ms[1], KSPLIT2, ms[2], KSPLIT4]
 
 
 def _prefs_hip(info, cands):
@@ -252,20 +283,19 @@ def _prefs_hip(info, cands):
     dense the m-split bstream, wide and dense the k-split, else the plain
     streams."""
     m, k = info.m, info.k
-    if any(c.family == 'mfma-dense' for c in cands):
+    if any(c.family == MfmaDense.name for c in cands):
         return []
-    cs1, bs1 = ('cstream', dict(width=1)), ('bstream', dict(width=1))
-    ks2, ks4 = ('cstream-ksplit', dict(ksplit=2)), \
-        ('cstream-ksplit', dict(ksplit=4))
-    ms4 = ('bstream-msplit', dict(width=1, msplit=4, ntload=False))
-    ms2 = ('bstream-msplit', dict(width=1, msplit=2, ntload=True))
+    cs1, bs1, ms4, ms2 = HIP_CSTREAM, HIP_BSTREAM, HIP_MSPLIT4, HIP_MSPLIT2
+    ks2, ks4 = list(HIP_KSPLIT2), list(HIP_KSPLIT4)
     dense = info.density >= MSPLIT_DENSITY
+    lead = list(HIP_BOUNDED) if m > HIP_BIG_M else []
     if k > m:
-        ks = [ks4, ks2] if k >= 4*KSPLIT_MIN_COLS else [ks2, ks4]
-        return ks + [cs1, bs1, ms4] if dense else [cs1, bs1] + ks + [ms4]
+        ks = ks4 + ks2 if k >= 4*KSPLIT_MIN_COLS else ks2 + ks4
+        return lead + (ks + [cs1, bs1, ms4] if dense
+                       else [cs1, bs1] + ks + [ms4])
     if m >= 2*k and dense:
-        return [ms4, ms2, cs1, bs1, ks2]
-    return [cs1, bs1, ks2, ms4]
+        return lead + [ms4, ms2, cs1, bs1] + ks2
+    return lead + [cs1, bs1] + ks2 + [ms4]
 
 
 def order_candidates(info, cands, platform, beta=0.0, n=None):
@@ -273,7 +303,9 @@ def order_candidates(info, cands, platform, beta=0.0, n=None):
     describes) in the order to offer them; n: the panel width where the
     generator bakes it (the generator's own n), else None.  The 'cuda'
     and 'hip' platforms have rules (HIP's do not use n or beta); others
-    keep the table order."""
+    keep the table order.  A candidate is placed by its row id
+    (Candidate.row): the rows the rules name first, in their order, the
+    others after them in their given order."""
     cands = list(cands)
     if platform == 'cuda':
         prefs = _prefs(info, cands, beta, n)
@@ -281,11 +313,9 @@ def order_candidates(info, cands, platform, beta=0.0, n=None):
         prefs = _prefs_hip(info, cands)
     else:
         return cands
-
-    def rank(item):
-        i, c = item
-        for r, (family, params) in enumerate(prefs):
-            if _match(c, family, **params):
-                return (r, i)
-        return (len(prefs), i)
-    return [c for _, c in sorted(enumerate(cands), key=rank)]
+    rank = {}
+    for r, row in enumerate(prefs):
+        rank.setdefault(row, r)
+    return [c for _, c in sorted(
+        enumerate(cands),
+        key=lambda item: (rank.get(item[1].row, len(prefs)), item[0]))]

@@ -14,6 +14,7 @@ import gimmik
 from conftest import A_SMALL, Panels, random_operator
 from gimmik import CMatMul
 from gimmik.base import MatMul
+from gimmik.families.rowblock import Rowblock
 from gimmik.analysis import analyse
 from gimmik.c import (BSTREAM_MAX_NNZ, CANDIDATES, MAX_SCRATCH,
                       UNROLLED_MAX_NNZ)
@@ -158,7 +159,7 @@ def test_scratch_gate(rng):
                 bwidths.add(meta['width'])
         assert bwidths and max(bwidths) < 256
     assert all(f in ('rowblock', 'cstream', 'cstream-row', 'bstream')
-               for f, _, _ in CANDIDATES)
+               for f in (row.family.name for row in CANDIDATES))
     big = random_operator(rng, 30, 30, 0.9)
     assert analyse(big).nnz > BSTREAM_MAX_NNZ
     families = {m['tplname'] for _, m in CMatMul(big).kernels('float64')}
@@ -305,7 +306,7 @@ def test_copy_kernel_copies(rt):
 
 
 def test_rowblock_rows_fill_whole_vectors():
-    rows = [p for f, p, _ in CANDIDATES if f == 'rowblock']
+    rows = [row.params for row in CANDIDATES if row.family is Rowblock]
     assert rows
     for p in rows:
         for size in (4, 8):

@@ -71,7 +71,8 @@ def test_gates(rng):
 
 
 def test_table_rows_are_unique():
-    keys = [(f, tuple(sorted(p.items()))) for f, p, _ in CANDIDATES]
+    keys = [(row.family, tuple(sorted(row.params.items())))
+            for row in CANDIDATES]
     assert len(keys) == len(set(keys))
 
 

@@ -1,4 +1,5 @@
-"""The HIP mfma-gemm family (gimmik/fragments/mfma_gemm.py, gimmik/families/mfma_gemm.py): its plan against a NumPy
+"""The HIP mfma-gemm family (gimmik/fragments/mfma_tiled.py,
+gimmik/families/mfma_gemm.py): its plan against a NumPy
 model of the kernel, its gate and place in the HIP table, exact results in
 the CPU executor (ragged n, padded ldb and ldc, beta 0/1/other, baked and
 runtime n), a mis-baked kernel caught, and, where clang-19 and hiprtc are
@@ -11,15 +12,17 @@ import numpy as np
 import pytest
 
 from conftest import Panels, full_run, random_operator, rel_error
-from gimmik.fragments import mfma_gemm as mg
+from gimmik.fragments import mfma_tiled as mg
 from gimmik.analysis import DENSE_DENSITY
 from gimmik.base import Candidate
+from gimmik.families.mfma_dense import MfmaDense
+from gimmik.families.mfma_gemm import MfmaGemm
 from gimmik.emulate import run_hip
 from gimmik.verify import reference
 from gimmik.hip import CANDIDATES, MFMA_GEMM_ROWS, HIPMatMul
 
 ARCHES = ('gfx942', 'gfx90a')
-MFMA_FAMILIES = ('mfma-dense', mg.FAMILY)
+MFMA_FAMILIES = (MfmaDense.name, MfmaGemm.name)
 
 # Parameter sets of the plan tests (any operator shape)
 PARAMS = [dict(mwaves=2, nwaves=2, wm=2, wn=4, kstage=2),
@@ -34,16 +37,16 @@ def gemm_candidates(A, beta=0.0, aligne=2, arch='gfx942', **sizes):
     """The generator and its mfma-gemm Candidates (nothing rendered)."""
     mm = HIPMatMul(A, beta=beta, aligne=aligne, **sizes)
     return mm, [c for c in mm._candidates(np.float64, arch, 64)
-                if c.family == mg.FAMILY]
+                if c.family == MfmaGemm.name]
 
 
 def forced(A, params, beta=0.0, aligne=2, **sizes):
     """The generator and one mfma-gemm Candidate, for operators the gate
     does not offer the family for (m and k at most mg.MIN_DIM)."""
     mm = HIPMatMul(A, beta=beta, aligne=aligne, **sizes)
-    p = mg.adapt(dict(params, vec=2 if mm.width2_ok() else 1), *A.shape)
-    return mm, Candidate(mg.FAMILY, p, {'gcn_arch': 'gfx942',
-                                       'warp_size': 64})
+    p = MfmaGemm.adapt(mm, dict(params, vec=2 if mm.width2_ok() else 1))
+    return mm, Candidate(MfmaGemm.name, p, {'gcn_arch': 'gfx942',
+                                            'warp_size': 64})
 
 
 def pyfr_dense(pattern='*'):
@@ -161,7 +164,7 @@ def test_gate(rng):
     for dtype, arch in (('float32', 'gfx942'), ('float64', 'gfx908'),
                         ('float64', 'gfx1100')):
         fams = {m['tplname'] for _, m in mm.kernels(dtype, gcn_arch=arch)}
-        assert mg.FAMILY not in fams and fams
+        assert MfmaGemm.name not in fams and fams
     sparse = random_operator(rng, 140, 30, 0.3)
     assert not gemm_candidates(sparse)[1]
 
@@ -174,10 +177,10 @@ def test_table_order(rng):
         return [c.family for c in mm._candidates(np.float64, 'gfx942', 64)
                 if c.family in MFMA_FAMILIES]
     small = fams(random_operator(rng, 140, 40, 1.0))
-    assert small[0] == 'mfma-dense' and mg.FAMILY in small
+    assert small[0] == MfmaDense.name and MfmaGemm.name in small
     big = fams(random_operator(rng, 420, 40, 1.0))
-    assert big[0] == mg.FAMILY
-    assert [r for r in CANDIDATES if r[0] == mg.FAMILY] == MFMA_GEMM_ROWS
+    assert big[0] == MfmaGemm.name
+    assert [r for r in CANDIDATES if r.family is MfmaGemm] == MFMA_GEMM_ROWS
 
 
 def test_meta_and_grid(rng):
@@ -307,7 +310,7 @@ def check_reports(name, rows, arch):
             f'{what}: {rep["occupancy"]} wave(s) per SIMD ' \
             f'({rep["vgprs"]} VGPRs, {rep["agprs"]} AGPRs)'
         assert rep['lds_bytes'] == meta['shared'], what
-        if meta['tplname'] == mg.FAMILY:
+        if meta['tplname'] == MfmaGemm.name:
             assert rep['mfma'] == params['kstage']*params['wm']*params['wn']
 
 

@@ -58,9 +58,9 @@ def test_other_platforms_keep_the_table_order():
 
 def test_unnamed_candidates_keep_table_order_after_named():
     A = rng_sparse(20, 60, 0.3)
-    cands = [Candidate('zz', {'i': 1}), Candidate('cstream-ksplit',
-                                                  {'ksplit': 2}),
-             Candidate('zz', {'i': 0})]
+    cands = [Candidate('zz', {'i': 1}, row='zz1'),
+             Candidate('cstream-ksplit', {'ksplit': 2}, row='ksplit2'),
+             Candidate('zz', {'i': 0}, row='zz0')]
     out = order_candidates(analyse(A), cands, 'cuda')
     assert [c.family for c in out] == ['cstream-ksplit', 'zz', 'zz']
     assert out[1].params == {'i': 1} and out[2].params == {'i': 0}

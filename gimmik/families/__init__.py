@@ -1,14 +1,32 @@
 """Kernel families: one class per family, bound to one candidate.
 
-A family object knows everything about one candidate kernel that is not a
-platform's policy: its launch geometry (block, shared bytes, columns per
-thread and, where they differ from the default, columns per block and row
-groups), its plan (built once, on first use), the context its template
-walks and the live values that estimate its registers.  The platforms
-(gimmik.hip, gimmik.cuda, gimmik.c) keep their candidate tables (data: which
-rows are offered, in which order, under which gates), their base template
-and their policies (launch limits, register budgets, launch bounds); what a
-family needs from its platform it reads from the generator: the warp width
+A family object knows everything about one candidate kernel: its launch
+geometry (block, shared bytes, columns per thread and, where they differ
+from the default, columns per block and row groups), how a table row's
+parameters bind to an operator (adapt), its plan (built once, on first
+use), the context its template walks, its register estimate, and the
+facts the platforms' policies read from it (class attributes):
+
+- ``name``: the family's name, its template's name (``<name>.mako``) and
+  meta['tplname']; code refers to a family by its class or ``Cls.name``.
+- ``arch_specific``: the kernel runs only on the architectures its gates
+  name (matrix-core instructions); the legacy gimmik.generate_mm, which
+  names no architecture, passes such candidates over.
+- ``max_registers``: {platform: the most 32-bit registers a thread may need
+  by :meth:`Family.registers` for the candidate to be offered, or None for
+  no limit (the family bounds its registers itself, in adapt)}.  Every
+  GPU platform a family runs on must have a key.
+- ``free_registers`` (CUDA launch bounds): on sm_90, a candidate whose
+  register estimate is at most this gets no minimum of blocks per SM in
+  its launch bounds (ptxas then keeps its registers low); None: always a
+  minimum (from the register budget, or the row's ``blocks``).
+
+The platforms (gimmik.hip, gimmik.cuda, gimmik.c) keep their candidate
+tables (data: gimmik.base.Row, with an id gimmik.order places it by and
+gates named from the platform's gate_names), their base template and the
+mechanisms of their policies (launch limits: MatMul.launch_fits; register
+budgets: MatMul.registers_fit; launch bounds); what a family needs from its
+platform it reads from the generator: the warp width
 (``mm.warp_size(opts)``) and the threads of a streaming block
 (``mm.stream_threads(opts)``).
 
@@ -17,13 +35,20 @@ Adding a family ``foo-bar``:
 1. ``gimmik/families/foo_bar.py``: a subclass of :class:`Family` with
    ``name = 'foo-bar'`` and at least :meth:`Family.geometry` and
    :meth:`Family.build_plan`; :meth:`Family.context` for the template's extra
-   names, :meth:`Family.live_values` (or :meth:`Family.registers`) for a
-   register estimate, :meth:`Family.adapt` to bind a table row's
-   parameters to an operator.  Modules of this package are found by name:
-   nothing else to register.
+   names, :meth:`Family.live_values` (or :meth:`Family.registers`) for the
+   register estimate every GPU family must give, :meth:`Family.adapt` to
+   bind a table row's parameters to an operator, and the class attributes
+   above where the defaults do not hold.  Modules of this package are
+   found by name: nothing else to register.
 2. ``gimmik/kernels/<platform>/foo-bar.mako`` (or ``kernels/common/`` for a
    family every GPU platform offers), inheriting ``base.mako``.
-3. Rows in the platform's candidate table.
+3. Rows in the platform's candidate table, each with a unique id, and
+   each either named by a rule of gimmik.order or marked ``tail=True``
+   (offered after the rows the rules place, in table order).
+
+tests/test_families.py walks every row of every table and checks all of
+this: the family exists, its template resolves on the platform, its gates
+are known, its registers are estimated and the rows are placed.
 """
 
 from dataclasses import dataclass
@@ -35,6 +60,27 @@ import numpy as np
 
 # Registers a candidate needs beyond its live values (addresses, indices)
 REGISTER_MARGIN = 24
+
+# The register limits of a family (Family.max_registers) unless it sets its
+# own.  HIP: a candidate needing more VGPRs by its estimate would be spilt
+# to scratch by the compiler (clang-19 spills cstream/width2 of
+# p3-pyr-m132, 90 live B rows, on gfx942); where no candidate with a limit
+# fits, gimmik.hip still offers the one that needs the fewest.  CUDA: a
+# thread has at most 255 registers; the limits are set from ptxas reports
+# on the PyFR suite, where ptxas hoists the loads of the unrolled
+# cstream/bstream further than the estimate assumes.
+MAX_REGISTERS = {'hip': 200, 'cuda': 160}
+
+# Register estimate at or below which the streaming families that keep
+# no B values in shared memory (cstream, cstream-mblock, bstream) get no
+# minimum of blocks per SM in their CUDA launch bounds on sm_90
+# (Family.free_registers): on the H100 at PyFR's panels, ptxas given 3
+# blocks of 128 threads per SM hoisted loads into 118 registers where 48
+# do (bench/results/pyfr-walk-analysis.md).  The families staging B
+# through shared memory keep theirs: without it ptxas (sm_80) spilled an f32
+# bstream-msplit.  Measured on sm_90 and applied there only: ptxas for
+# sm_80 spilled an f32 cstream without the minimum.
+FREE_REGISTER_ESTIMATE = 64
 
 
 @dataclass(frozen=True)
@@ -54,6 +100,9 @@ class Family:
     beta, sizes and platform), its parameters and a dtype."""
 
     name = None
+    arch_specific = False
+    max_registers = MAX_REGISTERS
+    free_registers = None
 
     def __init__(self, mm, cand, dtype):
         self.mm = mm
@@ -119,6 +168,11 @@ class Family:
         return blocks
 
     # -- shared ----------------------------------------------------------
+    def register_limit(self):
+        """The most registers the estimate may give on this candidate's
+        platform (max_registers), None for no limit."""
+        return self.max_registers[self.mm.platform]
+
     @cached_property
     def plan(self):
         return self.build_plan()

@@ -3,11 +3,12 @@ once, each updating every row of C it touches in registers (HIP, CUDA and
 C)."""
 
 from gimmik import plans
-from gimmik.families import Family, Geometry
+from gimmik.families import FREE_REGISTER_ESTIMATE, Family, Geometry
 
 
 class Bstream(Family):
     name = 'bstream'
+    free_registers = FREE_REGISTER_ESTIMATE
 
     def geometry(self):
         return Geometry((self.mm.stream_threads(self.opts), 1, 1), 0,

@@ -2,7 +2,8 @@
 each row of B the first time a row needs it (HIP, CUDA and C)."""
 
 from gimmik import plans
-from gimmik.families import REGISTER_MARGIN, Family, Geometry
+from gimmik.families import (FREE_REGISTER_ESTIMATE, REGISTER_MARGIN,
+                             Family, Geometry)
 
 # Registers a CUDA cstream with loads at every use (ld 'reload') is given
 # room for: ptxas hoists the loads anyway.
@@ -11,6 +12,7 @@ RELOAD_REGISTERS = 72
 
 class Cstream(Family):
     name = 'cstream'
+    free_registers = FREE_REGISTER_ESTIMATE
 
     def geometry(self):
         return Geometry((self.mm.stream_threads(self.opts), 1, 1), 0,

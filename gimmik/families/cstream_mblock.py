@@ -3,7 +3,8 @@ groups of similar work, one group per block (row_groups blocks per column
 tile); within a group it is cstream."""
 
 from gimmik import plans
-from gimmik.families import Family, Geometry
+from gimmik.families import (FREE_REGISTER_ESTIMATE, MAX_REGISTERS,
+                             Family, Geometry)
 
 
 def mblock_groups(A, groups):
@@ -18,6 +19,9 @@ def mblock_groups(A, groups):
 
 class CstreamMblock(Family):
     name = 'cstream-mblock'
+    # CUDA: ptxas keeps a row group's unrolled loads closer to the estimate
+    max_registers = dict(MAX_REGISTERS, cuda=200)
+    free_registers = FREE_REGISTER_ESTIMATE
 
     def geometry(self):
         return Geometry((self.mm.stream_threads(self.opts), 1, 1), 0,

@@ -3,7 +3,7 @@ order of v_mfma_f64_16x16x4f64 (gimmik.fragments.mfma); each block is
 (64, msplit) lanes covering 64 columns, B read directly (msplit 1) or
 staged through LDS chunks."""
 
-from gimmik.fragments import mfma, mfma_gemm
+from gimmik.fragments import mfma, mfma_tiled
 from gimmik.families import Family, Geometry
 
 # Registers of an mfma-dense wavefront (clang-19 on gfx90a and gfx942, the
@@ -15,23 +15,33 @@ AGPR_SLACK = 8
 ARCH_VGPRS = {'lds': 88, 'direct': 48}
 
 
-def waves(mtiles, params):
-    """Waves per SIMD an mfma-dense candidate of an operator with `mtiles`
-    16-row tiles reaches by that estimate."""
+def vgprs(mtiles, params):
+    """(arch VGPRs, AGPRs) of an mfma-dense candidate of an operator with
+    `mtiles` 16-row tiles by that estimate."""
     per = -(-mtiles // params['msplit'])
     arch = ARCH_VGPRS['lds' if params['msplit'] > 1 else 'direct']
     acc = 8*mfma.N_TILES*per      # 4 doubles per N-tile, 2 VGPRs each
-    return mfma_gemm.waves_per_simd(arch, acc + AGPR_SLACK)
+    return arch, acc + AGPR_SLACK
+
+
+def waves(mtiles, params):
+    """Waves per SIMD an mfma-dense candidate of an operator with `mtiles`
+    16-row tiles reaches by that estimate."""
+    return mfma_tiled.waves_per_simd(*vgprs(mtiles, params))
 
 
 class MfmaDense(Family):
     name = 'mfma-dense'
+    arch_specific = True
+    # adapt holds a candidate to mfma_tiled.MIN_WAVES waves per SIMD by its
+    # own VGPR estimate: no platform limit
+    max_registers = {'hip': None}
 
     @classmethod
     def adapt(cls, mm, params):
         """msplit capped at the m-tiles (one wavefront is the direct path,
         without LDS parameters); None when a wavefront would hold too many
-        accumulators or reach fewer than mfma_gemm.MIN_WAVES waves per
+        accumulators or reach fewer than mfma_tiled.MIN_WAVES waves per
         SIMD."""
         p = dict(params)
         mtiles = -(-mm.info.m // mfma.MFMA_M)
@@ -40,7 +50,7 @@ class MfmaDense(Family):
             p = dict(msplit=1, pipe=min(p['pipe'], 1), vec=p['vec'])
         if -(-mtiles // p['msplit']) > mfma.MAX_MTILES_PER_WAVE:
             return None
-        if waves(mtiles, p) < mfma_gemm.MIN_WAVES:
+        if waves(mtiles, p) < mfma_tiled.MIN_WAVES:
             return None
         return p
 
@@ -69,3 +79,7 @@ class MfmaDense(Family):
                              'launch geometry disagree')
         return {'plan': plan, 'vec': self.params['vec'],
                 'pipe': self.params['pipe']}
+
+    def registers(self):
+        mtiles = -(-self.info.m // mfma.MFMA_M)
+        return sum(vgprs(mtiles, self.params))

@@ -19,6 +19,8 @@ _TILING = ('shape', 'mwarps', 'nwarps', 'wm', 'wn', 'kstage', 'nbuf')
 
 class MmaGemm(Family):
     name = 'mma-gemm'
+    arch_specific = True
+    max_registers = {'cuda': 232}
 
     @classmethod
     def adapt(cls, mm, params):

@@ -1,6 +1,6 @@
 <%inherit file="base.mako"/>
 ## mfma-gemm: f64 on the matrix cores with 2-D block tiling (plan: see
-## gimmik/fragments/mfma_gemm.py).  Block blockIdx.x computes the BM x BN tile of C of
+## gimmik/fragments/mfma_tiled.py).  Block blockIdx.x computes the BM x BN tile of C of
 ## m-block blockIdx.x % nmb and column block blockIdx.x / nmb.  Per live
 ## stage of its m-block: the stage's slice of the baked A table and BK x BN
 ## of B sit in one of two LDS buffers; the next live stage is read from

@@ -1,11 +1,11 @@
-"""The HIP mfma-gemm family: a 2-D tiled f64 GEMM on AMD's matrix cores
-(``__builtin_amdgcn_mfma_f64_16x16x4f64``) for the dense operators whose
-m or k is too large for mfma-dense to keep every accumulator of a
-wavefront's m-tiles in registers.
+"""The bake behind HIP's mfma-gemm family: a 2-D tiled f64 GEMM on AMD's
+matrix cores (``__builtin_amdgcn_mfma_f64_16x16x4f64``) for the dense
+operators whose m or k is too large for mfma-dense to keep every
+accumulator of a wavefront's m-tiles in registers.
 
-The family's plain Python: parameter adaptation, plan (the bake of A),
-geometry, register and occupancy estimate and a NumPy model of the kernel
-for tests.  The family object is gimmik.families.mfma_gemm, its template
+The tiling arithmetic, register and occupancy estimate, plan (the bake of
+A) and a NumPy model of the kernel for tests.  The family object (adapt,
+launch geometry) is gimmik.families.mfma_gemm, its template
 kernels/hip/mfma-gemm.mako, its gate and table rows in gimmik.hip.
 
 Tiling.  A workgroup of ``mwaves x nwaves`` wavefronts (block (64, mwaves*
@@ -38,8 +38,6 @@ import numpy as np
 from gimmik.fragments.mfma import (MFMA_K, MFMA_M, MFMA_N, WAVE,
                                    lane_coords, mfma_f64_16x16x4)
 
-FAMILY = 'mfma-gemm'
-
 # Where the MFMA gate holds, the family is offered for the operators whose
 # m or k exceeds this (gimmik.hip).
 MIN_DIM = 128
@@ -66,21 +64,7 @@ EST_MARGIN = 32
 B_ROW_PAD = 4
 
 
-# -- gate and parameters ------------------------------------------------------
-def adapt(params, m, k):
-    """A table row bound to an m x k operator: wm cut down so that the
-    m-tiles spread evenly over the fewest m-blocks, mwaves capped at the
-    m-tiles; None when the estimate says fewer than MIN_WAVES waves."""
-    p = dict(params)
-    mtiles = -(-m // MFMA_M)
-    p['mwaves'] = min(p['mwaves'], mtiles)
-    g = geometry_of(m, k, **p)
-    p['wm'] = g['wm']
-    if waves_estimate(p, m, k) < MIN_WAVES:
-        return None
-    return p
-
-
+# -- tiling ------------------------------------------------------------------
 def geometry_of(m, k, mwaves, nwaves, wm, wn, kstage, vec=2):
     """The block geometry of a parameter set for an m x k operator."""
     if mwaves < 1 or nwaves < 1 or mwaves*nwaves*WAVE > 1024:
@@ -289,11 +273,3 @@ def model_product(P, B):
                             for v in range(4):
                                 C[r0 + 4*v + gg, cols] = acc[i, nt, :, v]
     return C[:P.m, :n]
-
-
-# -- what the generator needs ------------------------------------------------
-def launch_geometry(m, k, params):
-    """(block, shared bytes, width, cols_per_block, row_groups)."""
-    g = geometry_of(m, k, **params)
-    block = (WAVE, params['mwaves']*params['nwaves'], 1)
-    return block, g['lds_bytes'], 1, g['block_n'], g['m_blocks']
