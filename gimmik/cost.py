@@ -391,6 +391,20 @@ def _work_warprows(kern):
                         stage=stage, waits=-(-len(kern.info.bix) // bsz))
 
 
+def _work_mgroup(kern):
+    # one row group a block (as cstream-mblock), its B rows staged through
+    # LDS chunks of bsz rows (as bstream-msplit, one wait a chunk)
+    from gimmik.families.bstream_mgroup import group_rows
+    g, size, A = kern.geometry(), kern.itemsize, kern.A
+    p = kern.params
+    groups = group_rows(kern.info.m, p['msplit'], p['rows'])
+    rows = sum(_rows_used(A[r0:r1]) for r0, r1 in groups)
+    ms, bsz = g.block[1], p['bsz']
+    stage = p.get('nbuf', 2)*bsz*g.width*size / ms
+    return _stream_work(kern, rows, lds=rows*size*(1 + ms), stage=stage,
+                        waits=-(-rows // bsz))
+
+
 def _work_ksplit(kern):
     # partial sums of (ksplit - 1) groups through shared memory
     ks, size = kern.params['ksplit'], kern.itemsize
@@ -476,6 +490,7 @@ WORK = {
     'cstream-mblock': _work_mblock,
     'bstream-msplit': _work_msplit,
     'bstream-warprows': _work_warprows,
+    'bstream-mgroup': _work_mgroup,
     'cstream-ksplit': _work_ksplit,
     'mma-gemm': _work_mma_gemm,
     'mfma-gemm': _work_mfma_gemm,

@@ -139,7 +139,8 @@ def test_offered_first_for_tall_sparse_operators(rng):
     assert {'bstream-mgroup', 'cstream-mblock'} <= first
     for c in cands:
         est = mm.kernel(c, np.float64).registers()
-        assert est is None or est <= mm.kernel(c, np.float64).register_limit(), c.variant
+        limit = mm.kernel(c, np.float64).register_limit()
+        assert est is None or est <= limit, c.variant
 
 
 def test_no_spilling_fallback(rng):
@@ -150,7 +151,8 @@ def test_no_spilling_fallback(rng):
     mm = HIPMatMul(A, aligne=16)
     for c in mm.candidates(np.float32):
         est = mm.kernel(c, np.float32).registers()
-        assert est is None or est <= mm.kernel(c, np.float64).register_limit(), c.variant
+        limit = mm.kernel(c, np.float64).register_limit()
+        assert est is None or est <= limit, c.variant
 
 
 @pytest.mark.parametrize('params,offered', [
