@@ -224,6 +224,8 @@ def main(argv=None):
     ap.add_argument('--jobs', type=int, default=2)
     ap.add_argument('--budget', type=float, default=3600,
                     help='submit no nvcc run after this many seconds')
+    ap.add_argument('--no-compile', action='store_true',
+                    help='report what the cache holds, compile nothing')
     ap.add_argument('--cache', default=os.path.join(ROOT, '.devwork',
                                                     'spill-cache'))
     ap.add_argument('--out', default=os.path.join(HERE, 'results',
@@ -259,7 +261,7 @@ def main(argv=None):
                                  'rank': rank, 'variant': var,
                                  'family': fam, 'est_registers': est,
                                  'minblocks': mb or '', '_key': key})
-                    if cache.get(key) is None:
+                    if cache.get(key) is None and not args.no_compile:
                         todo.setdefault(arch, {})[key] = src
                         nnz_of[key] = nnz
     ntodo = sum(len(v) for v in todo.values())
