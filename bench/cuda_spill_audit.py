@@ -95,20 +95,21 @@ def thinned(A):
     return out
 
 
-def load_ops(patterns, thin, max_nnz):
+def load_ops(patterns, thin, max_nnz, suites=None, min_nnz=0):
     ops = {}
-    for path in sorted(glob.glob(os.path.join(HERE, 'operators', '*.npz'))):
+    for path in suites or sorted(glob.glob(os.path.join(HERE, 'operators',
+                                                        '*.npz'))):
         with np.load(path) as f:
             for k in f.files:
                 if k == 'provenance' or not any(
                         fnmatch.fnmatch(k, p) for p in patterns):
                     continue
                 A = f[k]
-                if np.count_nonzero(A) <= max_nnz:
+                if min_nnz <= np.count_nonzero(A) <= max_nnz:
                     ops[k] = A
                 if thin:
                     for suf, B in thinned(A).items():
-                        if np.count_nonzero(B) <= max_nnz:
+                        if min_nnz <= np.count_nonzero(B) <= max_nnz:
                             ops[f'{k}~{suf}'] = B
     return ops
 
@@ -211,6 +212,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--ops', default='*',
                     help='comma-separated fnmatch globs of operator names')
+    ap.add_argument('--suite', nargs='+', default=None,
+                    help='operator .npz files (default: bench/operators/)')
     ap.add_argument('--thinned', action='store_true',
                     help='also audit each operator thinned below the gates')
     ap.add_argument('--only-thinned', action='store_true',
@@ -221,6 +224,10 @@ def main(argv=None):
     ap.add_argument('--families', default=None,
                     help='comma-separated families to compile (default all)')
     ap.add_argument('--max-nnz', type=int, default=30000)
+    ap.add_argument('--min-nnz', type=int, default=0)
+    ap.add_argument('--min-est', type=int, default=0,
+                    help='compile only candidates estimated at least this '
+                    'many registers')
     ap.add_argument('--jobs', type=int, default=2)
     ap.add_argument('--budget', type=float, default=3600,
                     help='submit no nvcc run after this many seconds')
@@ -236,7 +243,7 @@ def main(argv=None):
         ap.error('nvcc is not on PATH')
     fams = set(args.families.split(',')) if args.families else None
     ops = load_ops(args.ops.split(','), args.thinned or args.only_thinned,
-                   args.max_nnz)
+                   args.max_nnz, args.suite, args.min_nnz)
     if args.only_thinned:
         ops = {k: v for k, v in ops.items() if '~' in k}
     cache = Cache(args.cache)
@@ -251,7 +258,7 @@ def main(argv=None):
             for arch in args.archs.split(','):
                 for rank, var, fam, est, mb, src in candidates(
                         A, beta, SIZES[sz], ARCH_CC[arch]):
-                    if fams and fam not in fams:
+                    if fams and fam not in fams or (est or 0) < args.min_est:
                         continue
                     key = src_key(src, arch)
                     rows.append({'op': name, 'm': A.shape[0],

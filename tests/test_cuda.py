@@ -104,6 +104,15 @@ def test_gemm_blocks_row_caps_registers_only(rng):
                for c in mm._candidates(check_dtype('float64'), (9, 0)))
 
 
+def test_gemm_blocks_row_only_over_several_m_blocks(rng):
+    """The capped row is not offered where A's rows fit one m-block (64
+    rows of the 64 x 64 tile): ptxas spills it there."""
+    for m, offered in ((56, False), (64, False), (65, True), (150, True)):
+        v = _variants(rng.standard_normal((m, 168)), aligne=2)
+        assert any(x.startswith('mma-gemm/') for x in v)
+        assert any('blocks' in x for x in v) == offered, m
+
+
 def test_gemm_blocks_that_do_not_fit_an_sm_are_refused(rng):
     """Five 48 KiB blocks exceed an SM's shared memory."""
     mm = CUDAMatMul(rng.standard_normal((150, 70)), aligne=2)

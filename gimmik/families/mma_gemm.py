@@ -6,7 +6,11 @@ cp.async; zero slabs of A skipped.
 Table parameter ``blocks`` (optional, see Family.launch_blocks): the
 blocks per SM the launch bound asks ptxas to fit, where the platform's
 register budget would let ptxas use more registers and leave fewer blocks
-resident.  It does not change the plan."""
+resident.  It does not change the plan.  Such a row is dropped where A's
+rows fit one m-block: ptxas (CUDA 13, sm_90) then needs more than the
+capped registers for the 64 x 64 tile (4-12 bytes spilled at 128 for m of
+56-64 and k of 64-252; none with two m-blocks or more,
+bench/results/cuda-spill-audit.csv)."""
 
 from gimmik.fragments import mma
 from gimmik.families import Family, Geometry
@@ -24,8 +28,12 @@ class MmaGemm(Family):
     def adapt(cls, mm, params):
         """Without the options that change nothing for this operator: cpre
         where beta is 0, skip where no m-block has a zero slab (the kernel
-        is then the one without them)."""
+        is then the one without them); None for a row naming blocks where
+        A's rows fit one m-block."""
         p = dict(params)
+        if p.get('blocks') and mma.gemm_geometry(
+                mm.info.m, mm.info.k, *[p[k] for k in _TILING])[1] == 1:
+            return None
         if p.get('cpre') and mm.beta == 0:
             del p['cpre']
         if p.get('skip') and mma.gemm_live_stages(
