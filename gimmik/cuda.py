@@ -41,10 +41,10 @@ MIN_REGISTER_CAP = 168
 # blocks of 128 threads per SM hoisted loads into 118 registers where 48 do;
 # bench/results/pyfr-walk-analysis.md).  The families staging B through
 # shared memory keep theirs: without it ptxas (sm_80) spilled an f32
-# bstream-msplit.  bstream-warprows never gets one: its accumulators live
-# only while their rows are under way and ptxas (CUDA 13, sm_90) keeps it
-# below its estimate without (48 registers on a 150 x 125 operator with 4
-# warps, 136 with 3 blocks a SM asked for).  Both rules were measured on
+# bstream-msplit.  bstream-warprows gets none unless long (thread_terms):
+# its accumulators live only while their rows are under way and ptxas
+# (CUDA 13, sm_90) keeps it below its estimate without (48 registers on a
+# 150 x 125 operator with 4 warps, 136 with 3 blocks a SM asked for).  Both rules were measured on
 # sm_90 and apply there only: ptxas for sm_80 spilled an f32 cstream
 # without the minimum.
 FREE_REGISTER_ESTIMATE = 64
@@ -52,6 +52,20 @@ FREE_REGISTER_FAMILIES = ('cstream', 'cstream-mblock', 'bstream')
 
 # Registers of one SM: a block of t threads may use 64K/t per thread at most.
 SM_REGISTERS = 65536
+
+# Unrolled kernels holding their values in registers whose code is long (at
+# least LONG_KERNEL_TERMS multiply-adds a thread, thread_terms) need up to
+# twice their estimate: ptxas (CUDA 13, sm_90) hoists loads and addresses
+# over the straight-line code.  bench/results/cuda-spill-audit.csv:
+# operators of orders 3-6 on other point sets spilled at 168 registers with
+# estimates of 94-106 and at 255 with 132-160.  Such candidates are
+# budgeted twice their estimate and offered only where that fits a
+# thread's 255.  (bstream-warprows, long, gets a thread's 255 registers:
+# see _platform_context.)
+LONG_KERNEL_TERMS = 1000
+LONG_FAMILIES = ('cstream', 'bstream', 'cstream-ksplit', 'cstream-mblock')
+LONG_REGISTER_FACTOR = 2
+MAX_THREAD_REGISTERS = 255
 
 # Shared memory of an sm_90 SM and the driver's reservation per block, for
 # the blocks per SM a row asks for (the rows naming blocks are sm_90 rows)
@@ -250,6 +264,8 @@ class CUDAMatMul(MatMul):
         nthreads = g.block[0]*g.block[1]*g.block[2]
         limit = MAX_EST_REGISTERS.get(cand.family,
                                       MAX_EST_REGISTERS_DEFAULT)
+        if long_kernel(kern):
+            limit = min(limit, MAX_THREAD_REGISTERS // LONG_REGISTER_FACTOR)
         if kern.registers() > min(limit, SM_REGISTERS // nthreads):
             return False
         return (g.block[0]*g.block[1] <= 1024
@@ -267,15 +283,22 @@ class CUDAMatMul(MatMul):
         nthreads = block[0]*block[1]*block[2]
         est = kern.registers()
         sm90 = tuple(kern.opts.get('compute_capability', (9, 0))) >= (9, 0)
+        if sm90 and kern.name == 'bstream-warprows':
+            # long ones left free were capped by ptxas at 80 (256 threads)
+            # or 168 (128) registers and spilled: a thread may use 255
+            if thread_terms(kern) >= LONG_KERNEL_TERMS:
+                ctx['minblocks'] = 1
+            return ctx
         if sm90 and (kern.name in FREE_REGISTER_FAMILIES
-                     and est <= FREE_REGISTER_ESTIMATE
-                     or kern.name == 'bstream-warprows'):
+                     and est <= FREE_REGISTER_ESTIMATE):
             return ctx
         blocks = kern.launch_blocks(SM90_SHARED, SHARED_RESERVED)
         if blocks:
             ctx['minblocks'] = blocks
             return ctx
-        regs = max(register_budget(est), MIN_REGISTER_CAP)
+        regs = max(register_budget(
+            est, LONG_REGISTER_FACTOR if long_kernel(kern) else 1.5),
+                   MIN_REGISTER_CAP)
         ctx['minblocks'] = max(1, min(2048 // nthreads,
                                       SM_REGISTERS // (nthreads*regs)))
         return ctx
@@ -284,10 +307,27 @@ class CUDAMatMul(MatMul):
         return {'compute_capability': cand.opts['compute_capability']}
 
 
-def register_budget(estimate):
-    """Registers per thread to let ptxas use: an estimate with a half more,
-    rounded up to a multiple of 8."""
-    return -(-(estimate*3//2) // 8)*8
+def register_budget(estimate, factor=1.5):
+    """Registers per thread to let ptxas use: an estimate times factor (a
+    half more by default), rounded up to a multiple of 8."""
+    return -(-int(estimate*factor) // 8)*8
+
+
+def thread_terms(kern):
+    """A's non-zeros a thread's unrolled code runs: over the row groups
+    (cstream-mblock), k-splits (cstream-ksplit) or warps sharing the rows
+    (bstream-warprows)."""
+    split = (kern.params.get('groups') or kern.params.get('ksplit')
+             or kern.name == 'bstream-warprows' and kern.params['msplit']
+             or 1)
+    return kern.info.nnz / split
+
+
+def long_kernel(kern):
+    """Whether a candidate is of a register-resident unrolled family with
+    at least LONG_KERNEL_TERMS terms a thread."""
+    return (kern.name in LONG_FAMILIES
+            and thread_terms(kern) >= LONG_KERNEL_TERMS)
 
 
 # mma-gemm is offered first (gate mma) for f64 operators at least this

@@ -181,12 +181,52 @@ def test_candidates_unique_and_width2_needs_alignment(rng):
 
 def test_big_operators_offer_only_unspilled_kernels(rng):
     """An operator too big for registers still gets candidates: the
-    row groups over blocks and the reload cstream."""
+    row groups over blocks.  Not the reload cstream: ptxas merges its
+    repeated loads and holds B (8 KiB spilled on such an operator)."""
     A = random_operator(rng, 1029, 343, 0.02)
     v = _variants(A, aligne=2)
-    assert 'cstream/ldreload/width1' in v
+    assert 'cstream/ldreload/width1' not in v
     assert any(x.startswith('cstream-mblock/') for x in v)
     assert not any(x.startswith('bstream/') for x in v)
+
+
+def test_reload_estimated_as_holding_b(rng):
+    """The reload cstream is estimated at least as the cstream holding the
+    same B values: offered with a big k where few B rows are live at once
+    (a banded operator), not where they all are."""
+    banded = np.zeros((80, 80))
+    for i in range(80):
+        banded[i, max(0, i - 2):i + 3] = rng.standard_normal(
+            len(range(max(0, i - 2), min(80, i + 3))))
+    assert 'cstream/ldreload/width1' in _variants(banded, aligne=2)
+    assert 'cstream/ldreload/width1' not in _variants(
+        rng.standard_normal((40, 80)) * (rng.random((40, 80)) < 0.3),
+        aligne=2)
+
+
+def test_long_unrolled_kernels_budgeted_twice(rng):
+    """A register-resident unrolled candidate with at least
+    LONG_KERNEL_TERMS of A's non-zeros a thread is budgeted twice its
+    estimate (minimum of blocks from that) and offered only where that fits
+    255 registers; a short one keeps a half more."""
+    from gimmik.cuda import LONG_KERNEL_TERMS, register_budget
+    dt = check_dtype('float64')
+    for m, k, density, long in ((20, 60, 0.9, True), (20, 30, 0.5, False)):
+        A = random_operator(rng, m, k, density)
+        assert (np.count_nonzero(A) >= LONG_KERNEL_TERMS) == long
+        mm = CUDAMatMul(A, aligne=2)
+        cands = [c for c in mm._candidates(dt, (8, 0))
+                 if c.family in ('cstream', 'bstream')]
+        assert cands
+        for c in cands:
+            kern = mm.kernel(c, dt)
+            est = kern.registers()
+            factor = 2 if long else 1.5
+            assert not long or est*2 <= 255
+            regs = max(register_budget(est, factor), 168)
+            threads = kern.geometry().block[0]
+            assert mm._platform_context(kern)['minblocks'] == max(
+                1, min(2048 // threads, 65536 // (threads*regs)))
 
 
 @pytest.mark.parametrize('cc, exc', [((9,), TypeError), ('sm_90', TypeError),
@@ -540,8 +580,9 @@ def test_warprows_emulation_catches_a_wrong_buffer(rng):
 
 
 def test_warprows_gets_free_launch_bounds(rng):
-    """ptxas is given no minimum of blocks per SM for bstream-warprows
-    (it then keeps registers near its needs)."""
+    """ptxas is given no minimum of blocks per SM for a short
+    bstream-warprows (it then keeps registers near its needs), one block
+    (255 registers) for a long one (it spilled at its own cap)."""
     A = random_operator(rng, 150, 125, 0.04)
     mm = CUDAMatMul(A, n=1000, ldb=1000, ldc=1000)
     cand = Candidate('bstream-warprows',
@@ -550,6 +591,11 @@ def test_warprows_gets_free_launch_bounds(rng):
     src, _ = mm.render(cand, np.float64, 'k0')
     assert '__launch_bounds__(128)' in src
     assert '__ldcg(' in src and '__stcg(' in src and '__ldcs(' not in src
+    long = random_operator(rng, 150, 125, 0.3)
+    assert np.count_nonzero(long) >= 4*1000
+    src, _ = CUDAMatMul(long, n=1000, ldb=1000, ldc=1000).render(
+        cand, np.float64, 'k0')
+    assert '__launch_bounds__(128, 1)' in src
 
 
 def test_baked_n_offers_fewer_candidates_of_big_operators(rng):

@@ -5,7 +5,8 @@ from gimmik import plans
 from gimmik.families import REGISTER_MARGIN, Family, Geometry
 
 # Registers a CUDA cstream with loads at every use (ld 'reload') is given
-# room for: ptxas hoists the loads anyway.
+# room for at least: ptxas hoists the loads anyway, merging repeated loads
+# of a B row, so it holds at least what the cstream holding B does.
 RELOAD_REGISTERS = 72
 
 
@@ -24,5 +25,6 @@ class Cstream(Family):
 
     def registers(self):
         if self.params.get('ld') == 'reload':
-            return REGISTER_MARGIN + RELOAD_REGISTERS
+            return max(REGISTER_MARGIN + RELOAD_REGISTERS,
+                       super().registers())
         return super().registers()
