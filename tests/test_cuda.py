@@ -211,18 +211,20 @@ def test_long_unrolled_kernels_budgeted_twice(rng):
     255 registers; a short one keeps a half more."""
     from gimmik.cuda import LONG_KERNEL_TERMS, register_budget
     dt = check_dtype('float64')
-    for m, k, density, long in ((20, 60, 0.9, True), (20, 30, 0.5, False)):
+    for m, k, density, long, beta in ((20, 60, 0.9, True, 0.0),
+                                      (16, 60, 0.9, True, 1.0),
+                                      (20, 30, 0.5, False, 0.0)):
         A = random_operator(rng, m, k, density)
         assert (np.count_nonzero(A) >= LONG_KERNEL_TERMS) == long
-        mm = CUDAMatMul(A, aligne=2)
+        mm = CUDAMatMul(A, beta=beta, aligne=2)
         cands = [c for c in mm._candidates(dt, (8, 0))
                  if c.family in ('cstream', 'bstream')]
         assert cands
         for c in cands:
             kern = mm.kernel(c, dt)
             est = kern.registers()
-            factor = 2 if long else 1.5
-            assert not long or est*2 <= 255
+            factor = (2.5 if beta else 2) if long else 1.5
+            assert not long or est*factor <= 255
             regs = max(register_budget(est, factor), 168)
             threads = kern.geometry().block[0]
             assert mm._platform_context(kern)['minblocks'] == max(
