@@ -346,6 +346,65 @@ def test_big_candidates_compile_without_spills(rng):
     _check_no_spills(_full_cases(rng))
 
 
+def _long_cases(rng):
+    """Shapes whose long unrolled candidates spilled on operators of other
+    point sets (bench/cuda_spill_audit.py): A's rows in one m-block of the
+    capped 64 x 64 tile; half-dense tall and wide operators with
+    thousands of non-zeros, beta 0 and 1."""
+    return [('one-mblock', rng.standard_normal((56, 168)), 0.0, 2, True),
+            ('tall-halfdense', random_operator(rng, 168, 56, 0.45), 0.0, 4,
+             False),
+            ('wide-halfdense-beta', random_operator(rng, 56, 168, 0.45),
+             1.0, 4, False)]
+
+
+def _riskiest(mm, dt, cc, count, gemm):
+    """The first mma-gemm candidates offered (gemm), or the others with the
+    largest register estimates; at most count."""
+    cands = mm._candidates(dt, cc)
+    if gemm:
+        return [c for c in cands if c.family == 'mma-gemm'][:count]
+    cands = [c for c in cands if c.family != 'mma-gemm']
+    return sorted(cands, key=lambda c: -mm.kernel(c, dt).registers())[:count]
+
+
+def _check_long_cases(rng, archs):
+    jobs = []
+    dt = check_dtype('float64')
+    for label, A, beta, count, gemm in _long_cases(rng):
+        mm = CUDAMatMul(A, beta=beta, aligne=2)
+        for arch in archs:
+            cc = (int(arch[3]), int(arch[4]))
+            srcs, names = [], {}
+            for i, cand in enumerate(_riskiest(mm, dt, cc, count, gemm)):
+                src, meta = mm.render(cand, dt, f'k{i}')
+                srcs.append(src)
+                names[f'k{i}'] = meta['variant']
+            jobs.append((label, arch, srcs, names))
+    with cf.ThreadPoolExecutor(2) as pool:
+        futs = [(j, pool.submit(ptxas_report, j[2], j[1])) for j in jobs]
+        for (label, arch, srcs, names), fut in futs:
+            rep = fut.result()
+            assert set(rep) == set(names), f'{label} {arch}: missing kernels'
+            for kname, (stack, st, ld) in rep.items():
+                assert (stack, st, ld) == (0, 0, 0), \
+                    (f'{label} {arch} {names[kname]}: {stack} bytes stack, '
+                     f'{st}/{ld} bytes spilled')
+
+
+@pytest.mark.skipif(NVCC is None, reason='nvcc is not installed')
+def test_long_candidates_compile_without_spills(rng):
+    """The riskiest candidates of the shapes that spilled, sm_90 (compute
+    capability 9.0, as offered there)."""
+    _check_long_cases(rng, ('sm_90',))
+
+
+@pytest.mark.full
+@pytest.mark.skipif(NVCC is None, reason='nvcc is not installed')
+def test_long_candidates_compile_without_spills_sm80(rng):
+    _check_long_cases(rng, ('sm_80',))
+
+
 def _gemm90_cases(rng):
     """Operators whose sm_90 candidates include every mma-gemm code path:
     the Hopper shapes, ragged m and k, beta 0 / 1 / other, baked n, zero
