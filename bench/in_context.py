@@ -131,11 +131,12 @@ _C_STORE = re.compile(r'__st(?:cs|cg|wb|wt)\((?=\(?(?:\w+\*\))?\(?c)')
 _STRIDES = re.compile(r'const long ldbl = ([^,;]+), ldcl = ([^;]+);')
 _BOUNDS = re.compile(r'__launch_bounds__\((\d+)(?:, *\d+)?\)')
 
+# plain accesses as macros: PyFR (and pyfr_walk.nvrtc_compile) wrap the
+# source in extern "C", where templates and overloads are not allowed; the
+# stored value may hold commas (double2{x, y})
 PLAIN_HELPERS = '''\
-template <class T>
-static __device__ __forceinline__ T gimmik_ctx_ld(const T* p) { return *p; }
-template <class T, class V>
-static __device__ __forceinline__ void gimmik_ctx_st(T* p, V v) { *p = v; }
+#define gimmik_ctx_ld(p) (*(p))
+#define gimmik_ctx_st(p, ...) (*(p) = (__VA_ARGS__))
 '''
 
 # each policy: the B loads' intrinsic (None: plain), the C stores', the
