@@ -44,9 +44,9 @@ MIN_REGISTER_CAP = 168
 # bstream-msplit.  bstream-warprows gets none unless long (thread_terms):
 # its accumulators live only while their rows are under way and ptxas
 # (CUDA 13, sm_90) keeps it below its estimate without (48 registers on a
-# 150 x 125 operator with 4 warps, 136 with 3 blocks a SM asked for).  Both rules were measured on
-# sm_90 and apply there only: ptxas for sm_80 spilled an f32 cstream
-# without the minimum.
+# 150 x 125 operator with 4 warps, 136 with 3 blocks a SM asked for).
+# Both rules were measured on sm_90 and apply there only: ptxas for sm_80
+# spilled an f32 cstream without the minimum.
 FREE_REGISTER_ESTIMATE = 64
 FREE_REGISTER_FAMILIES = ('cstream', 'cstream-mblock', 'bstream')
 
