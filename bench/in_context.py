@@ -69,11 +69,14 @@ import zlib
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
+if os.path.dirname(HERE) not in sys.path:
+    sys.path.insert(0, os.path.dirname(HERE))
 
-import pyfr_walk as pw  # noqa: E402
-from upstream import load_upstream  # noqa: E402
+from bench import pyfr_walk as pw  # noqa: E402
+from bench import walk_replay as replay  # noqa: E402
+from bench import walk_report as report  # noqa: E402
+from bench import walk_timing as timing  # noqa: E402
+from bench.upstream import load_upstream  # noqa: E402
 
 N_TARGETS = (110080, 550400)
 # PyFR's RK4 ('scheme = rk4', bench/pyfr_e2e.sh's cases) keeps three
@@ -110,7 +113,7 @@ def step_working_set(etype, nupts, nfpts, neles, nregs=RK4_REGISTERS,
     solution points, the solution and the common flux at the flux points,
     the metric terms (ndims^2 + 1 Jacobian terms a solution point) and the
     normals and their magnitudes at the flux points."""
-    nd, nv = ndims_of(etype), pw.nvars_of(etype)
+    nd, nv = ndims_of(etype), replay.nvars_of(etype)
     per_ele = ((nregs*nv + nd*nv + nd*nd + 1)*nupts
                + (2*nv + nd + 1)*nfpts)
     return itemsize*neles*per_ele
@@ -238,8 +241,8 @@ def measure_in_context(timer, contenders, traffic, producer, consumer,
                 'kctx_s': statistics.median(ker[k])} for k in tot}
 
 
-def measure_hot(timer, contenders, repeats=REPEATS, nbench=pw.PYFR_NBENCH,
-                nwarmup=pw.PYFR_NWARMUP):
+def measure_hot(timer, contenders, repeats=REPEATS, nbench=replay.PYFR_NBENCH,
+                nwarmup=replay.PYFR_NWARMUP):
     """{name: seconds}: PyFR's timing (nbench launches after nwarmup, back
     to back, mean), median over the repetitions, contenders in turn."""
     out = {c.name: [] for c in contenders}
@@ -289,7 +292,7 @@ def ratio(a, b):
 
 
 def fmt(x, spec='.6e'):
-    return pw.fmt(x, spec)
+    return report.fmt(x, spec)
 
 
 def contender_rows(op, n, ctx, hot, info):
@@ -362,9 +365,9 @@ def summarise(path):
         worst = max(rs, key=lambda r: float(r['ours_over_up']))
         lines.append(
             f'n={n}: {len(x)} operators, in context ours/up geomean '
-            f'{pw.geomean(x):.4f}, {sum(v > 1.03 for v in x)} > 1.03, worst '
+            f'{report.geomean(x):.4f}, {sum(v > 1.03 for v in x)} > 1.03, worst '
             f'{worst["ours_over_up"]} ({worst["op"]}); hot loop geomean '
-            f'{pw.geomean(h) if h else math.nan:.4f}')
+            f'{report.geomean(h) if h else math.nan:.4f}')
         b8 = [float(r['walk_over_best8']) for r in rs
               if r.get('walk_over_best8')]
         if b8:
@@ -375,7 +378,7 @@ def summarise(path):
               if r.get('best_policy_over_up')]
         if bp:
             lines.append(f'  best memory policy of the pick over up: '
-                         f'geomean {pw.geomean(bp):.4f}')
+                         f'geomean {report.geomean(bp):.4f}')
     return lines
 
 
@@ -459,65 +462,65 @@ class Around:
 def compile_checked(dev, panels, kname, src, meta, cc):
     """(function, attributes) of a source, its output checked against the
     reference; RuntimeError where it does not compile or is wrong."""
-    cubin, _ = pw.nvrtc_compile(src, f'sm_{cc[0]}{cc[1]}')
+    cubin, _ = timing.nvrtc_compile(src, f'sm_{cc[0]}{cc[1]}')
     fn, attrs = dev.load(cubin, kname)
     with dev.stream:
         err = panels.check(lambda: dev.launch(fn, meta, panels.b, panels.c))
-    if not err <= pw.TOL:
+    if not err <= timing.TOL:
         raise RuntimeError(f'wrong result: row error {err:.3g}')
     return fn, attrs
 
 
 def run_one(dev, around, name, A, n, futs, upfut, ops, cc, args):
     from gimmik.analysis import analyse
-    order, etype, mat = pw.split_name(name)
-    beta = pw.beta_of(name)
+    order, etype, mat = replay.split_name(name)
+    beta = replay.beta_of(name)
     info = analyse(A)
-    kname = pw.kname_of(A)
+    kname = replay.kname_of(A)
     nupts, nfpts = points_of(ops, order, etype)
-    neles = n // pw.nvars_of(etype)
+    neles = n // replay.nvars_of(etype)
     ws = step_working_set(etype, nupts, nfpts, neles)
     flush = flush_bytes(ws, 8*info.k*n, 8*info.m*n, args.flush_cap)
     base = {'op': name, 'etype': etype, 'order': order, 'mat': mat,
             'm': info.m, 'k': info.k, 'nnz': info.nnz,
-            'density': f'{info.density:.4f}', 'nuq': pw.pyfr_nuq(A),
-            'pyfr_sends': pw.pyfr_sends(A), 'beta': beta, 'neles': neles,
+            'density': f'{info.density:.4f}', 'nuq': replay.pyfr_nuq(A),
+            'pyfr_sends': replay.pyfr_sends(A), 'beta': beta, 'neles': neles,
             'n': n, 'ws_mib': f'{ws/2**20:.1f}',
             'flush_mib': f'{flush/2**20:.1f}', 'device': dev.name}
-    panels = pw.Panels(dev, A, beta, n,
+    panels = timing.Panels(dev, A, beta, n,
                        seed=zlib.crc32(f'{name} {n}'.encode()))
     try:
         around.refresh(panels, A, beta)
         # the walks, PyFR's way (hot timing), as bench/pyfr_walk.py
-        ours = pw.Timed(dev, panels, kname)
+        ours = timing.Timed(dev, panels, kname)
         results = [r for f in futs for r in f.result()]
         ours.add(results)
 
         def extra(render):
-            r = pw._render_compile(render, cc)
+            r = timing._render_compile(render, cc)
             ours.add([r])
             results.append(r)
             return r
 
-        served = pw.Served(results, extra)
-        mm = pw._ours_mm(A, beta, n)
+        served = replay.Served(results, extra)
+        mm = replay.ours_mm(A, beta, n)
         served.ours(mm, mm.render)
-        walk = pw.replay_walk(
+        walk = replay.replay_walk(
             mm.kernels(np.float64, kname=kname, compute_capability=cc),
             ours.time_candidate)
-        up = pw.Timed(dev, panels, kname)
+        up = timing.Timed(dev, panels, kname)
         up_results = upfut.result()
         up.add(up_results)
         upmm = sys.modules['gimmik_up'].CUDAMatMul(
-            A, beta=beta, aligne=pw.pyfr_aligne(), n=n, ldb=n, ldc=n)
+            A, beta=beta, aligne=replay.pyfr_aligne(), n=n, ldb=n, ldc=n)
         up_srcs = iter([r.get('key') for r in up_results])
         upmm._render_kernel = lambda dtype, tplname, tplargs: next(up_srcs)
-        up_walk = pw.replay_walk(
+        up_walk = replay.replay_walk(
             upmm.kernels(np.float64, kname=kname, compute_capability=cc),
             up.time_candidate)
         up_keys = [r.get('key') for r in up_results]
-        wv, _ = pw.walk_pick(walk)
-        uv, _ = pw.walk_pick(up_walk)
+        wv, _ = replay.walk_pick(walk)
+        uv, _ = replay.walk_pick(up_walk)
         if wv is None or uv is None:
             raise RuntimeError('a walk picked nothing')
         wr = served.by_variant[wv]
@@ -580,23 +583,23 @@ def run_one(dev, around, name, A, n, futs, upfut, ops, cc, args):
 
 def source_of(A, beta, n, cc, variant):
     """Our source of one candidate (by variant) at PyFR's sizes."""
-    mm = pw._ours_mm(A, beta, n)
+    mm = replay.ours_mm(A, beta, n)
     for cand in mm.candidates(np.float64, compute_capability=cc):
         if cand.variant == variant:
-            return mm.render(cand, np.float64, pw.kname_of(A))[0]
+            return mm.render(cand, np.float64, replay.kname_of(A))[0]
     raise KeyError(f'no candidate {variant}')
 
 
 def _task_ours_src(A, beta, n, cc, indices):
     """pyfr_walk._task_ours, with each candidate's source kept."""
-    mm = pw._ours_mm(A, beta, n)
+    mm = replay.ours_mm(A, beta, n)
     cands = mm.candidates(np.float64, compute_capability=cc)
     out = []
     for i in indices:
         if i >= len(cands):
             break
-        src, meta = mm.render(cands[i], np.float64, pw.kname_of(A))
-        r = pw._render_compile(lambda: (src, meta), cc)
+        src, meta = mm.render(cands[i], np.float64, replay.kname_of(A))
+        r = timing._render_compile(lambda: (src, meta), cc)
         r['src'] = src
         out.append(r)
     return out
@@ -646,15 +649,15 @@ def main(argv=None):
     allops = {}
     for path in args.suite:
         allops.update(pw.load_suite(path, ['*-m0']))
-    dev = pw.Device()
+    dev = timing.Device()
     around = Around(dev, args.flush_cap)
     up_path = os.path.abspath(args.up)
     load_upstream(up_path)
     os.makedirs(args.out, exist_ok=True)
     out = os.path.join(args.out, f'{args.name}.csv')
     cand_out = os.path.join(args.out, f'{args.name}-candidates.csv')
-    done = pw.read_done(out)
-    work = [(name, pw.pyfr_panel(t, pw.nvars_of(pw.split_name(name)[1]))[1])
+    done = report.read_done(out)
+    work = [(name, replay.pyfr_panel(t, replay.nvars_of(replay.split_name(name)[1]))[1])
             for t in sorted(args.n) for name in ops]
     work = [w for w in work if w not in done]
     print(f'{dev.name}; {len(work)} (operator, n) to do, {len(done)} done',
@@ -664,12 +667,12 @@ def main(argv=None):
     cc = dev.cc
 
     def submit(name, n):
-        A, beta = ops[name], pw.beta_of(name)
+        A, beta = ops[name], replay.beta_of(name)
         chunk = pw.CHUNK if np.count_nonzero(A) <= pw.CHUNK_MAX_NNZ else 1
         futs = [pool.submit(_task_ours_src, A, beta, n, cc,
                             list(range(i, i + chunk)))
                 for i in range(0, WALK_AHEAD, chunk)]
-        return futs, pool.submit(pw._task_up, up_path, A, beta, n, cc)
+        return futs, pool.submit(timing._task_up, up_path, A, beta, n, cc)
 
     queued, nxt = {}, 0
     for i, (name, n) in enumerate(work):
@@ -690,8 +693,8 @@ def main(argv=None):
             row, crows = {'op': name, 'n': n, 'nfail': -1,
                           'walk_pick': f'ERROR {msg}',
                           'device': dev.name}, []
-        pw.append(out, FIELDS, [row])
-        pw.append(cand_out, CAND_FIELDS, crows)
+        report.append(out, FIELDS, [row])
+        report.append(cand_out, CAND_FIELDS, crows)
         print(f'{name:13s} n={n:<8d} ctx ours/up {row.get("ours_over_up")}'
               f' hot {row.get("hot_ours_over_up")} ({row.get("walk_pick")}'
               f' vs {row.get("up_pick")}) [{time.time() - t0:.0f} s]',

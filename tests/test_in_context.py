@@ -7,18 +7,17 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from gimmik.cuda import CUDAMatMul
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'bench'))
+from bench import in_context as ic
+from bench import pyfr_walk as pw
+from bench import walk_report
 
-import in_context as ic  # noqa: E402
-import pyfr_walk as pw  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # -- sizes -------------------------------------------------------------------
@@ -236,13 +235,13 @@ def test_rows_ratios_and_csv(tmp_path):
     assert byname['ours+ldplain']['hot_over_up'] == '0.7600'
 
     path = tmp_path / 'cuda-test-context.csv'
-    pw.append(str(path), ic.FIELDS, [row, dict(row, n=200,
+    walk_report.append(str(path), ic.FIELDS, [row, dict(row, n=200,
                                               ours_over_up='1.0500',
                                               hot_ours_over_up='0.9000')])
     with open(path) as f:
         back = list(csv.DictReader(f))
     assert [r['ours_over_up'] for r in back] == ['0.9000', '1.0500']
-    assert pw.read_done(str(path)) == {('p1-hex-m0', 100),
+    assert walk_report.read_done(str(path)) == {('p1-hex-m0', 100),
                                        ('p1-hex-m0', 200)}
     lines = ic.summarise(str(path))
     assert lines[0].startswith('n=100: 1 operators')
