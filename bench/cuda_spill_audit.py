@@ -231,6 +231,9 @@ def main(argv=None):
     ap.add_argument('--jobs', type=int, default=2)
     ap.add_argument('--budget', type=float, default=3600,
                     help='submit no nvcc run after this many seconds')
+    ap.add_argument('--recheck', default=None, metavar='CSV',
+                    help='only the (operator, variant) pairs that spilled '
+                    'in an earlier audit CSV and are still offered')
     ap.add_argument('--no-compile', action='store_true',
                     help='report what the cache holds, compile nothing')
     ap.add_argument('--cache', default=os.path.join(ROOT, '.devwork',
@@ -248,6 +251,14 @@ def main(argv=None):
         ops = {k: v for k, v in ops.items() if '~' in k}
     cache = Cache(args.cache)
     t0 = time.time()
+    recheck = None
+    if args.recheck:
+        with open(args.recheck) as f:
+            recheck = {(r['op'], r['variant']) for r in csv.DictReader(f)
+                       if r.get('spill_stores') not in (None, '', '0')
+                       or r.get('stack') not in (None, '', '0')}
+        ops = {k: v for k, v in ops.items()
+               if any(k == op for op, _ in recheck)}
 
     rows, todo, nnz_of = [], {}, {}
     for name, A in ops.items():
@@ -258,7 +269,10 @@ def main(argv=None):
             for arch in args.archs.split(','):
                 for rank, var, fam, est, mb, src in candidates(
                         A, beta, SIZES[sz], ARCH_CC[arch]):
-                    if fams and fam not in fams or (est or 0) < args.min_est:
+                    if (fams and fam not in fams
+                            or (est or 0) < args.min_est
+                            or recheck is not None
+                            and (name, var) not in recheck):
                         continue
                     key = src_key(src, arch)
                     rows.append({'op': name, 'm': A.shape[0],

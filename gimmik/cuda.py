@@ -55,19 +55,17 @@ SM_REGISTERS = 65536
 
 # Unrolled kernels holding their values in registers whose code is long (at
 # least LONG_KERNEL_TERMS multiply-adds a thread, thread_terms) need up to
-# twice their estimate: ptxas (CUDA 13, sm_90) hoists loads and addresses
-# over the straight-line code.  bench/results/cuda-spill-audit.csv:
-# operators of orders 3-6 on other point sets spilled at 168 registers with
-# estimates of 94-106 and at 255 with 132-160.  Such candidates are
-# budgeted twice their estimate (two and a half times where they read C,
-# beta != 0: ptxas hoists C's loads too; 124 spilled at 255 on 375 x 150
-# and 225 x 105 operators) and offered only where that fits a thread's
-# 255.  (bstream-warprows, long, gets a thread's 255 registers: see
+# nearly three times their estimate: ptxas (CUDA 13, sm_90) hoists loads
+# (B's, and C's where beta != 0) and addresses over the straight-line code.
+# bench/results/cuda-spill-audit*.csv: operators of orders 3-6 on other
+# point sets spilled at 168 registers with estimates of 94-106, and at 255
+# with 94-160.  Such candidates are budgeted LONG_REGISTER_FACTOR times
+# their estimate and offered only where that fits a thread's 255.
+# (bstream-warprows, long, gets a thread's 255 registers: see
 # _platform_context; 808 terms a warp spilled at ptxas's own cap.)
 LONG_KERNEL_TERMS = 800
 LONG_FAMILIES = ('cstream', 'bstream', 'cstream-ksplit', 'cstream-mblock')
-LONG_REGISTER_FACTOR = 2
-LONG_REGISTER_FACTOR_BETA = 2.5
+LONG_REGISTER_FACTOR = 2.75
 MAX_THREAD_REGISTERS = 255
 
 # Shared memory of an sm_90 SM and the driver's reservation per block, for
@@ -269,7 +267,7 @@ class CUDAMatMul(MatMul):
                                       MAX_EST_REGISTERS_DEFAULT)
         if long_kernel(kern):
             limit = min(limit, int(MAX_THREAD_REGISTERS
-                                   / self._long_factor()))
+                                   / LONG_REGISTER_FACTOR))
         if kern.registers() > min(limit, SM_REGISTERS // nthreads):
             return False
         return (g.block[0]*g.block[1] <= 1024
@@ -301,17 +299,11 @@ class CUDAMatMul(MatMul):
             ctx['minblocks'] = blocks
             return ctx
         regs = max(register_budget(
-            est, self._long_factor() if long_kernel(kern) else 1.5),
+            est, LONG_REGISTER_FACTOR if long_kernel(kern) else 1.5),
                    MIN_REGISTER_CAP)
         ctx['minblocks'] = max(1, min(2048 // nthreads,
                                       SM_REGISTERS // (nthreads*regs)))
         return ctx
-
-    def _long_factor(self):
-        """Registers a long kernel may need per register of its
-        estimate."""
-        return (LONG_REGISTER_FACTOR_BETA if self.beta != 0
-                else LONG_REGISTER_FACTOR)
 
     def _platform_meta(self, cand):
         return {'compute_capability': cand.opts['compute_capability']}

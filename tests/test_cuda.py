@@ -104,13 +104,14 @@ def test_gemm_blocks_row_caps_registers_only(rng):
                for c in mm._candidates(check_dtype('float64'), (9, 0)))
 
 
-def test_gemm_blocks_row_only_over_several_m_blocks(rng):
-    """The capped row is not offered where A's rows fit one m-block (64
-    rows of the 64 x 64 tile): ptxas spills it there."""
-    for m, offered in ((56, False), (64, False), (65, True), (150, True)):
-        v = _variants(rng.standard_normal((m, 168)), aligne=2)
+def test_gemm_blocks_row_not_where_a_fills_one_m_block(rng):
+    """The capped row is not offered where A's rows fill one m-block (49-64
+    rows of the 64 x 64 tile) and k > 40: ptxas spills it there."""
+    for m, k, offered in ((56, 168, False), (64, 41, False), (65, 168, True),
+                          (150, 168, True), (48, 168, True), (60, 40, True)):
+        v = _variants(rng.standard_normal((m, k)), aligne=2)
         assert any(x.startswith('mma-gemm/') for x in v)
-        assert any('blocks' in x for x in v) == offered, m
+        assert any('blocks' in x for x in v) == offered, (m, k)
 
 
 def test_gemm_blocks_that_do_not_fit_an_sm_are_refused(rng):
@@ -206,10 +207,12 @@ def test_reload_estimated_as_holding_b(rng):
 
 def test_long_unrolled_kernels_budgeted_twice(rng):
     """A register-resident unrolled candidate with at least
-    LONG_KERNEL_TERMS of A's non-zeros a thread is budgeted twice its
-    estimate (minimum of blocks from that) and offered only where that fits
-    255 registers; a short one keeps a half more."""
-    from gimmik.cuda import LONG_KERNEL_TERMS, register_budget
+    LONG_KERNEL_TERMS of A's non-zeros a thread is budgeted
+    LONG_REGISTER_FACTOR times its estimate (minimum of blocks from that)
+    and offered only where that fits 255 registers; a short one keeps a
+    half more."""
+    from gimmik.cuda import (LONG_KERNEL_TERMS, LONG_REGISTER_FACTOR,
+                             register_budget)
     dt = check_dtype('float64')
     for m, k, density, long, beta in ((20, 60, 0.9, True, 0.0),
                                       (16, 60, 0.9, True, 1.0),
@@ -223,7 +226,7 @@ def test_long_unrolled_kernels_budgeted_twice(rng):
         for c in cands:
             kern = mm.kernel(c, dt)
             est = kern.registers()
-            factor = (2.5 if beta else 2) if long else 1.5
+            factor = LONG_REGISTER_FACTOR if long else 1.5
             assert not long or est*factor <= 255
             regs = max(register_budget(est, factor), 168)
             threads = kern.geometry().block[0]
