@@ -42,6 +42,22 @@ MIN_REGISTER_CAP = 168
 # Registers of one SM: a block of t threads may use 64K/t per thread at most.
 SM_REGISTERS = 65536
 
+# Unrolled kernels holding their values in registers whose code is long (at
+# least LONG_KERNEL_TERMS multiply-adds a thread, thread_terms) need up to
+# nearly three times their estimate: ptxas (CUDA 13, sm_90) hoists loads
+# (B's, and C's where beta != 0) and addresses over the straight-line code.
+# bench/results/cuda-spill-audit*.csv: operators of orders 3-6 on other
+# point sets spilled at 168 registers with estimates of 94-106, and at 255
+# with 94-160.  Such candidates are budgeted LONG_REGISTER_FACTOR times
+# their estimate and offered only where that fits a thread's 255.
+# (bstream-warprows, long, gets a thread's 255 registers: see
+# _platform_context; 808 terms a warp spilled at ptxas's own cap.)
+LONG_KERNEL_TERMS = 800
+LONG_FAMILIES = frozenset(f.name for f in (Cstream, Bstream, CstreamKsplit,
+                                           CstreamMblock))
+LONG_REGISTER_FACTOR = 2.75
+MAX_THREAD_REGISTERS = 255
+
 # Shared memory of an sm_90 SM and the driver's reservation per block, for
 # the blocks per SM a row asks for (the rows naming blocks are sm_90 rows)
 SM90_SHARED = 228*1024
@@ -264,13 +280,17 @@ class CUDAMatMul(MatMul):
         return None
 
     def registers_fit(self, kern):
-        # the family's limit, and at most 64K registers a block
+        # the family's limit, at most 64K registers a block, and for long
+        # unrolled kernels what LONG_REGISTER_FACTOR times the estimate
+        # leaves within a thread's registers
         est = kern.registers()
         if est is None:
             return True
         block = kern.geometry().block
         cap = SM_REGISTERS // (block[0]*block[1]*block[2])
         limit = kern.register_limit()
+        if long_kernel(kern):
+            cap = min(cap, int(MAX_THREAD_REGISTERS / LONG_REGISTER_FACTOR))
         return est <= (cap if limit is None else min(limit, cap))
 
     def _platform_context(self, kern):
@@ -285,6 +305,12 @@ class CUDAMatMul(MatMul):
         nthreads = block[0]*block[1]*block[2]
         est = kern.registers()
         sm90 = tuple(kern.opts.get('compute_capability', (9, 0))) >= (9, 0)
+        if (sm90 and kern.name == BstreamWarpRows.name
+                and thread_terms(kern) >= LONG_KERNEL_TERMS):
+            # long ones left free were capped by ptxas at 80 (256 threads)
+            # or 168 (128) registers and spilled: a thread may use 255
+            ctx['minblocks'] = 1
+            return ctx
         free = kern.free_registers
         if sm90 and free is not None and (est is None or est <= free):
             return ctx
@@ -294,7 +320,9 @@ class CUDAMatMul(MatMul):
             return ctx
         if est is None:
             return ctx
-        regs = max(register_budget(est), MIN_REGISTER_CAP)
+        regs = max(register_budget(
+            est, LONG_REGISTER_FACTOR if long_kernel(kern) else 1.5),
+                   MIN_REGISTER_CAP)
         ctx['minblocks'] = max(1, min(2048 // nthreads,
                                       SM_REGISTERS // (nthreads*regs)))
         return ctx
@@ -303,10 +331,28 @@ class CUDAMatMul(MatMul):
         return {'compute_capability': cand.opts['compute_capability']}
 
 
-def register_budget(estimate):
-    """Registers per thread to let ptxas use: an estimate with a half more,
-    rounded up to a multiple of 8."""
-    return -(-(estimate*3//2) // 8)*8
+def register_budget(estimate, factor=1.5):
+    """Registers per thread to let ptxas use: an estimate times factor (a
+    half more by default), rounded up to a multiple of 8."""
+    return -(-int(estimate*factor) // 8)*8
+
+
+def thread_terms(kern):
+    """A's non-zeros a thread's unrolled code runs: over the row groups
+    (cstream-mblock) or warps sharing the rows (bstream-warprows); all of
+    them otherwise (cstream-ksplit too: its 1680-term k-halves spilled at
+    168 registers)."""
+    split = (kern.params.get('groups')
+             or kern.name == BstreamWarpRows.name and kern.params['msplit']
+             or 1)
+    return kern.info.nnz / split
+
+
+def long_kernel(kern):
+    """Whether a candidate is of a register-resident unrolled family with
+    at least LONG_KERNEL_TERMS terms a thread."""
+    return (kern.name in LONG_FAMILIES
+            and thread_terms(kern) >= LONG_KERNEL_TERMS)
 
 
 # mma-gemm is offered first (gate mma) for f64 operators at least this

@@ -104,6 +104,16 @@ def test_gemm_blocks_row_caps_registers_only(rng):
                for c in mm._candidates(check_dtype('float64'), (9, 0)))
 
 
+def test_gemm_blocks_row_not_where_a_fills_one_m_block(rng):
+    """The capped row is not offered where A's rows fill one m-block (49-64
+    rows of the 64 x 64 tile) and k > 40: ptxas spills it there."""
+    for m, k, offered in ((56, 168, False), (64, 41, False), (65, 168, True),
+                          (150, 168, True), (48, 168, True), (60, 40, True)):
+        v = _variants(rng.standard_normal((m, k)), aligne=2)
+        assert any(x.startswith('mma-gemm/') for x in v)
+        assert any('blocks' in x for x in v) == offered, (m, k)
+
+
 def test_gemm_blocks_that_do_not_fit_an_sm_are_refused(rng):
     """Five 48 KiB blocks exceed an SM's shared memory."""
     mm = CUDAMatMul(rng.standard_normal((150, 70)), aligne=2)
@@ -172,12 +182,56 @@ def test_candidates_unique_and_width2_needs_alignment(rng):
 
 def test_big_operators_offer_only_unspilled_kernels(rng):
     """An operator too big for registers still gets candidates: the
-    row groups over blocks and the reload cstream."""
+    row groups over blocks.  Not the reload cstream: ptxas merges its
+    repeated loads and holds B (8 KiB spilled on such an operator)."""
     A = random_operator(rng, 1029, 343, 0.02)
     v = _variants(A, aligne=2)
-    assert 'cstream/ldreload/width1' in v
+    assert 'cstream/ldreload/width1' not in v
     assert any(x.startswith('cstream-mblock/') for x in v)
     assert not any(x.startswith('bstream/') for x in v)
+
+
+def test_reload_estimated_as_holding_b(rng):
+    """The reload cstream is estimated at least as the cstream holding the
+    same B values: offered with a big k where few B rows are live at once
+    (a banded operator), not where they all are."""
+    banded = np.zeros((80, 80))
+    for i in range(80):
+        banded[i, max(0, i - 2):i + 3] = rng.standard_normal(
+            len(range(max(0, i - 2), min(80, i + 3))))
+    assert 'cstream/ldreload/width1' in _variants(banded, aligne=2)
+    assert 'cstream/ldreload/width1' not in _variants(
+        rng.standard_normal((40, 80)) * (rng.random((40, 80)) < 0.3),
+        aligne=2)
+
+
+def test_long_unrolled_kernels_budgeted_twice(rng):
+    """A register-resident unrolled candidate with at least
+    LONG_KERNEL_TERMS of A's non-zeros a thread is budgeted
+    LONG_REGISTER_FACTOR times its estimate (minimum of blocks from that)
+    and offered only where that fits 255 registers; a short one keeps a
+    half more."""
+    from gimmik.cuda import (LONG_KERNEL_TERMS, LONG_REGISTER_FACTOR,
+                             register_budget)
+    dt = check_dtype('float64')
+    for m, k, density, long, beta in ((20, 60, 0.9, True, 0.0),
+                                      (16, 60, 0.9, True, 1.0),
+                                      (20, 30, 0.5, False, 0.0)):
+        A = random_operator(rng, m, k, density)
+        assert (np.count_nonzero(A) >= LONG_KERNEL_TERMS) == long
+        mm = CUDAMatMul(A, beta=beta, aligne=2)
+        cands = [c for c in mm._candidates(dt, (8, 0))
+                 if c.family in ('cstream', 'bstream')]
+        assert cands
+        for c in cands:
+            kern = mm.kernel(c, dt)
+            est = kern.registers()
+            factor = LONG_REGISTER_FACTOR if long else 1.5
+            assert not long or est*factor <= 255
+            regs = max(register_budget(est, factor), 168)
+            threads = kern.geometry().block[0]
+            assert mm._platform_context(kern)['minblocks'] == max(
+                1, min(2048 // threads, 65536 // (threads*regs)))
 
 
 @pytest.mark.parametrize('cc, exc', [((9,), TypeError), ('sm_90', TypeError),
@@ -295,6 +349,65 @@ def test_big_candidates_compile_without_spills(rng):
     _check_no_spills(_full_cases(rng))
 
 
+def _long_cases(rng):
+    """Shapes whose long unrolled candidates spilled on operators of other
+    point sets (bench/cuda_spill_audit.py): A's rows in one m-block of the
+    capped 64 x 64 tile; half-dense tall and wide operators with
+    thousands of non-zeros, beta 0 and 1."""
+    return [('one-mblock', rng.standard_normal((56, 168)), 0.0, 2, True),
+            ('tall-halfdense', random_operator(rng, 168, 56, 0.45), 0.0, 4,
+             False),
+            ('wide-halfdense-beta', random_operator(rng, 56, 168, 0.45),
+             1.0, 4, False)]
+
+
+def _riskiest(mm, dt, cc, count, gemm):
+    """The first mma-gemm candidates offered (gemm), or the others with the
+    largest register estimates; at most count."""
+    cands = mm._candidates(dt, cc)
+    if gemm:
+        return [c for c in cands if c.family == 'mma-gemm'][:count]
+    cands = [c for c in cands if c.family != 'mma-gemm']
+    return sorted(cands, key=lambda c: -mm.kernel(c, dt).registers())[:count]
+
+
+def _check_long_cases(rng, archs):
+    jobs = []
+    dt = check_dtype('float64')
+    for label, A, beta, count, gemm in _long_cases(rng):
+        mm = CUDAMatMul(A, beta=beta, aligne=2)
+        for arch in archs:
+            cc = (int(arch[3]), int(arch[4]))
+            srcs, names = [], {}
+            for i, cand in enumerate(_riskiest(mm, dt, cc, count, gemm)):
+                src, meta = mm.render(cand, dt, f'k{i}')
+                srcs.append(src)
+                names[f'k{i}'] = meta['variant']
+            jobs.append((label, arch, srcs, names))
+    with cf.ThreadPoolExecutor(2) as pool:
+        futs = [(j, pool.submit(ptxas_report, j[2], j[1])) for j in jobs]
+        for (label, arch, srcs, names), fut in futs:
+            rep = fut.result()
+            assert set(rep) == set(names), f'{label} {arch}: missing kernels'
+            for kname, (stack, st, ld) in rep.items():
+                assert (stack, st, ld) == (0, 0, 0), \
+                    (f'{label} {arch} {names[kname]}: {stack} bytes stack, '
+                     f'{st}/{ld} bytes spilled')
+
+
+@pytest.mark.skipif(NVCC is None, reason='nvcc is not installed')
+def test_long_candidates_compile_without_spills(rng):
+    """The riskiest candidates of the shapes that spilled, sm_90 (compute
+    capability 9.0, as offered there)."""
+    _check_long_cases(rng, ('sm_90',))
+
+
+@pytest.mark.full
+@pytest.mark.skipif(NVCC is None, reason='nvcc is not installed')
+def test_long_candidates_compile_without_spills_sm80(rng):
+    _check_long_cases(rng, ('sm_80',))
+
+
 def _gemm90_cases(rng):
     """Operators whose sm_90 candidates include every mma-gemm code path:
     the Hopper shapes, ragged m and k, beta 0 / 1 / other, baked n, zero
@@ -384,7 +497,7 @@ GEMM_EMU = [  # (shape params, operator, beta, baked)
     (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=2,
           nbuf=4, skip=True, cpre=True, tiles=2), 'deep', -0.5, True),
     (dict(shape='m16n8k4', mwarps=4, nwarps=1, wm=2, wn=4, kstage=2,
-          nbuf=6), 'deep', 1.0, False),
+          nbuf=4), 'deep', 1.0, False),
     # transposed shapes (B the MMA's A operand)
     (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
           nbuf=6), 'dense', 0.0, False),
@@ -531,8 +644,9 @@ def test_warprows_emulation_catches_a_wrong_buffer(rng):
 
 
 def test_warprows_gets_free_launch_bounds(rng):
-    """ptxas is given no minimum of blocks per SM for bstream-warprows
-    (it then keeps registers near its needs)."""
+    """ptxas is given no minimum of blocks per SM for a short
+    bstream-warprows (it then keeps registers near its needs), one block
+    (255 registers) for a long one (it spilled at its own cap)."""
     A = random_operator(rng, 150, 125, 0.04)
     mm = CUDAMatMul(A, n=1000, ldb=1000, ldc=1000)
     cand = Candidate('bstream-warprows',
@@ -541,6 +655,11 @@ def test_warprows_gets_free_launch_bounds(rng):
     src, _ = mm.render(cand, np.float64, 'k0')
     assert '__launch_bounds__(128)' in src
     assert '__ldcg(' in src and '__stcg(' in src and '__ldcs(' not in src
+    long = random_operator(rng, 150, 125, 0.3)
+    assert np.count_nonzero(long) >= 4*1000
+    src, _ = CUDAMatMul(long, n=1000, ldb=1000, ldc=1000).render(
+        cand, np.float64, 'k0')
+    assert '__launch_bounds__(128, 1)' in src
 
 
 def test_baked_n_offers_fewer_candidates_of_big_operators(rng):

@@ -6,7 +6,8 @@ from gimmik.families import (FREE_REGISTER_ESTIMATE, REGISTER_MARGIN,
                              Family, Geometry)
 
 # Registers a CUDA cstream with loads at every use (ld 'reload') is given
-# room for: ptxas hoists the loads anyway.
+# room for at least: ptxas hoists the loads anyway, merging repeated loads
+# of a B row, so it holds at least what the cstream holding B does.
 RELOAD_REGISTERS = 72
 
 
@@ -26,5 +27,6 @@ class Cstream(Family):
 
     def registers(self):
         if self.params.get('ld') == 'reload':
-            return REGISTER_MARGIN + RELOAD_REGISTERS
+            return max(REGISTER_MARGIN + RELOAD_REGISTERS,
+                       super().registers())
         return super().registers()

@@ -6,7 +6,12 @@ cp.async; zero slabs of A skipped.
 Table parameter ``blocks`` (optional, see Family.launch_blocks): the
 blocks per SM the launch bound asks ptxas to fit, where the platform's
 register budget would let ptxas use more registers and leave fewer blocks
-resident.  It does not change the plan."""
+resident.  It does not change the plan.  Such a row is dropped where A's
+rows fill one m-block (every warp's m-tiles in use) and k is longer than
+ONE_BLOCK_MAX_K: ptxas (CUDA 13, sm_90) then needs more than the capped
+registers for the 64 x 64 tile (4-12 bytes spilled at 128 for m of 56-64
+and k of 64-252; none with k of 30-40, fewer m-tiles or two m-blocks or
+more, bench/results/cuda-spill-audit.csv)."""
 
 from gimmik.fragments import mma
 from gimmik.families import Family, Geometry
@@ -15,6 +20,10 @@ from gimmik.families import Family, Geometry
 GEMM_REGISTER_MARGIN = 32
 
 _TILING = ('shape', 'mwarps', 'nwarps', 'wm', 'wn', 'kstage', 'nbuf')
+
+# the longest k a row naming blocks is offered for where A fills one
+# m-block (see the module docstring)
+ONE_BLOCK_MAX_K = 40
 
 
 class MmaGemm(Family):
@@ -26,8 +35,14 @@ class MmaGemm(Family):
     def adapt(cls, mm, params):
         """Without the options that change nothing for this operator: cpre
         where beta is 0, skip where no m-block has a zero slab (the kernel
-        is then the one without them)."""
+        is then the one without them); None for a row naming blocks where
+        A's rows fill one m-block and k > ONE_BLOCK_MAX_K."""
         p = dict(params)
+        if p.get('blocks'):
+            wm, nmb = mma.gemm_geometry(mm.info.m, mm.info.k,
+                                        *[p[k] for k in _TILING])[:2]
+            if nmb == 1 and wm == p['wm'] and mm.info.k > ONE_BLOCK_MAX_K:
+                return None
         if p.get('cpre') and mm.beta == 0:
             del p['cpre']
         if p.get('skip') and mma.gemm_live_stages(
