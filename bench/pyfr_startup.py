@@ -60,10 +60,14 @@ NVRTC_ENV = 'GIMMIK_NVRTC_LIB'
 # Each gate reads properties of A only; 'big' is the set of operators the
 # generator already offers fewer candidates with n baked (nnz >= 512).
 DENSE = 0.5                # the tensor-core regime's density
+PREVIOUS_OFFER = 5         # the baked offer of 'big' operators before
 LARGE_NNZ = 1500           # unrolled dense kernels past this: > 0.3 s each
 CUTS = {
-    # what kernels() offers today
+    # what kernels() offered before the proposal became the generator's
+    # own cut (CUDAMatMul.offered): the first PREVIOUS_OFFER of 'big'
     'as-is': {},
+    # what kernels() offers now (CUDAMatMul.offered)
+    'shipped': {},
     # no width-2 unrolled variants (twice the unrolled body: about twice
     # the source and 2-3x the NVRTC time of the width-1 twin)
     'no-width2': {'drop_width2': 'big'},
@@ -128,12 +132,14 @@ def offered(mm, cut, nkerns=PYFR_NKERNS, dtype=np.float64, **opts):
     rule, gates = CUTS[cut], cut_gates(mm)
     cands = mm.candidates(dtype, **(opts or {'compute_capability': ARCH}))
     nkerns = nkerns or len(cands)
+    if cut == 'shipped':
+        return mm.offered(cands)[:nkerns]
     if gates.get(rule.get('drop_width2')):
         cands = [c for c in cands if c.params.get('width', 1) != 2]
     mma = [c for c in cands if c.family == MMA_FAMILY]
     if gates.get(rule.get('mma_only')) and mma:
         cands = mma
-    limit = min(mm.offer_limit() or nkerns, nkerns)
+    limit = min(PREVIOUS_OFFER if gates['big'] else nkerns, nkerns)
     for gate, most in rule.get('limits', ()):
         if gates[gate]:
             limit = min(limit, most)

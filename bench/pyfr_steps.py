@@ -68,7 +68,10 @@ class WalkLog:
                 walk = {'shape': self._recorded_shape, 'cands': []}
                 log.walks.append(walk)
                 if log.cut:
-                    from pyfr_startup import cut_kernels
+                    try:        # run as a script from bench/
+                        from pyfr_startup import cut_kernels
+                    except ImportError:      # imported as bench.pyfr_steps
+                        from bench.pyfr_startup import cut_kernels
                     inner = cut_kernels(self, log.cut, *args, **kwargs)
                 else:
                     inner = super().kernels(*args, **kwargs)

@@ -268,13 +268,14 @@ class MatMul:
     def args(self):
         return ('b', 'c') if self.baked_n else ('n', 'b', 'ldb', 'c', 'ldc')
 
-    def offer_limit(self):
-        """The most candidates kernels() offers (None: all of them)."""
-        return None
+    def offered(self, cands):
+        """What kernels() offers of the ranked candidates `cands` where no
+        feedback prunes any: all of them unless a platform cuts."""
+        return cands
 
     def candidates(self, dtype, **opts):
         """Every candidate, best guess first (the same checks of dtype and
-        options); kernels() offers the first offer_limit() of them where no
+        options); kernels() offers offered() of them where no
         feedback prunes any."""
         dtype = check_dtype(dtype)
         return self._candidates(dtype, **self._check_opts(**opts))
@@ -287,7 +288,7 @@ class MatMul:
         kname = check_kname(kname)
         opts = self._check_opts(**opts)
         cands = self._candidates(dtype, **opts)
-        return self._walk(cands[:self.offer_limit()], dtype, kname)
+        return self._walk(self.offered(cands), dtype, kname)
 
     def _walk(self, cands, dtype, kname):
         best = math.inf

@@ -200,14 +200,21 @@ MAX_STREAM_NNZ_DENSE = 8192
 MAX_STREAM_NNZ_SPARSE = 16384
 
 # With n baked, operators with at least BAKED_OFFER_MIN_NNZ non-zeros are
-# offered their first BAKED_OFFER candidates only: NVRTC takes about 0.9 s
-# a candidate per 1000 non-zeros of A (PyFR's flags, H100 machine), and
-# replaying PyFR's walk on the recorded times (bench/order_analysis.py over
-# bench/results/pyfr-walk-h200-warprows-candidates.csv, n = 20480 and
-# 110080, and pyfr-walk-h100-ordered-candidates.csv) the first 5 give the
-# pick the first 8 give on every such operator.
-BAKED_OFFER = 5
+# offered no two-columns-a-thread variant (twice the unrolled body: 2-3x
+# the NVRTC time of its one-column twin) and only their first BAKED_OFFER
+# candidates, dense ones (density >= DENSE_DENSITY) their first
+# BAKED_OFFER_DENSE, only tensor-core tiles where they have
+# BAKED_MMA_ONLY_NNZ non-zeros or more: PyFR compiles every candidate it
+# times at start-up.  The recorded H100 times at n = 110080 keep the best
+# offered within 2 % of the best recorded on every PyFR operator but one
+# (bench/pyfr_startup.py --summary, bench/results/pyfr-startup-analysis.md);
+# PyFR 3.1 on the H100 with this cut: cold start-up tet p4 (filter off)
+# 10.98 -> 8.98 s, pyr p4 11.78 -> 9.19 s, tet p3 12.21 -> 9.27 s, the same
+# ms per step (bench/results/pyfr-e2e-h100-startup.csv).
+BAKED_OFFER = 3
+BAKED_OFFER_DENSE = 2
 BAKED_OFFER_MIN_NNZ = 512
+BAKED_MMA_ONLY_NNZ = 1500
 
 # Streaming families run this many threads per block.
 STREAM_BLOCK = 128
@@ -271,13 +278,20 @@ class CUDAMatMul(MatMul):
         return order_candidates(self.info, out, 'cuda', beta=self.beta,
                                 n=self.n)
 
-    def offer_limit(self):
+    def offered(self, cands):
         # With n baked (PyFR's call, which compiles every candidate it
         # times), operators whose unrolled kernels take seconds to compile
-        # are offered fewer
-        if self.baked_n and self.info.nnz >= BAKED_OFFER_MIN_NNZ:
-            return BAKED_OFFER
-        return None
+        # are offered fewer (see BAKED_OFFER)
+        info = self.info
+        if not (self.baked_n and info.nnz >= BAKED_OFFER_MIN_NNZ):
+            return cands
+        cands = [c for c in cands if c.params.get('width', 1) != 2]
+        if info.density < DENSE_DENSITY:
+            return cands[:BAKED_OFFER]
+        mma = [c for c in cands if c.family == MmaGemm.name]
+        if mma and info.nnz >= BAKED_MMA_ONLY_NNZ:
+            cands = mma
+        return cands[:BAKED_OFFER_DENSE]
 
     def registers_fit(self, kern):
         # the family's limit, at most 64K registers a block, and for long

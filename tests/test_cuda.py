@@ -664,19 +664,35 @@ def test_warprows_gets_free_launch_bounds(rng):
 
 def test_baked_n_offers_fewer_candidates_of_big_operators(rng):
     """With n baked, an operator with many non-zeros is offered only the
-    first BAKED_OFFER of its ranked candidates (each costs its client a
-    compile); candidates() still lists them all, and neither a small
+    first BAKED_OFFER of its ranked one-column candidates (each costs its
+    client a compile), a dense one its first BAKED_OFFER_DENSE tensor-core
+    tiles; candidates() still lists them all, and neither a small
     operator nor an unbaked generator is cut."""
-    from gimmik.cuda import BAKED_OFFER, BAKED_OFFER_MIN_NNZ
+    from gimmik.cuda import (BAKED_MMA_ONLY_NNZ, BAKED_OFFER,
+                             BAKED_OFFER_DENSE, BAKED_OFFER_MIN_NNZ)
     big = random_operator(rng, 150, 125, 0.05)
     assert (big != 0).sum() >= BAKED_OFFER_MIN_NNZ
     small = random_operator(rng, 20, 25, 0.2)
     for A, cut in ((big, True), (small, False)):
         for sizes in (dict(n=4096, ldb=4096, ldc=4096), {}):
-            mm = CUDAMatMul(A, **sizes)
-            ranked = [c.variant for c in mm.candidates(np.float64)]
+            mm = CUDAMatMul(A, aligne=2, **sizes)
+            ranked = mm.candidates(np.float64)
             assert len(ranked) > BAKED_OFFER
             offered = [meta['variant'] for _, meta in
                        mm.kernels(np.float64)]
-            want = BAKED_OFFER if cut and sizes else len(ranked)
-            assert offered == ranked[:want]
+            if cut and sizes:
+                one = [c.variant for c in ranked
+                       if c.params.get('width', 1) == 1]
+                assert any(c.params.get('width') == 2 for c in ranked)
+                assert offered == one[:BAKED_OFFER]
+            else:
+                assert offered == [c.variant for c in ranked]
+    dense = rng.standard_normal((60, 60))
+    assert dense.size >= BAKED_MMA_ONLY_NNZ
+    mm = CUDAMatMul(dense, aligne=2, n=4096, ldb=4096, ldc=4096)
+    offered = list(mm.kernels(np.float64))
+    mma = [c.variant for c in mm.candidates(np.float64)
+           if c.family == 'mma-gemm']
+    assert len(mma) > BAKED_OFFER_DENSE
+    assert [meta['variant'] for _, meta in offered] == \
+        mma[:BAKED_OFFER_DENSE]

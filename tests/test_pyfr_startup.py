@@ -76,9 +76,9 @@ def pyfr_mm(name, beta=0.0):
 
 
 @pytest.mark.parametrize('name', ['p3-hex-m0', 'p4-hex-m132', 'p4-tet-m3'])
-def test_as_is_is_what_kernels_offers(name):
+def test_shipped_is_what_kernels_offers(name):
     mm = pyfr_mm(name)
-    got = [c.variant for c in ps.offered(mm, 'as-is')]
+    got = [c.variant for c in ps.offered(mm, 'shipped')]
     gen = mm.kernels(np.float64, compute_capability=ps.ARCH)
     want = [meta['variant'] for _, meta in gen][:ps.PYFR_NKERNS]
     assert got == want
@@ -125,6 +125,9 @@ def test_proposal():
     assert ps.cut_gates(large_dense)['large-dense']
     assert ps.offered(large_dense, 'proposal') == \
         ps.offered(large_dense, 'dense-mma2')
+    # the proposal is what the generator offers now
+    for mm in (sparse, small_dense, large_dense):
+        assert ps.offered(mm, 'proposal') == ps.offered(mm, 'shipped')
     small = pyfr_mm('p3-hex-m0')
     assert ps.offered(small, 'proposal') == ps.offered(small, 'as-is')
 

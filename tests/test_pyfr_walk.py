@@ -107,7 +107,7 @@ def test_replay_empty_generator():
 def test_replay_records_what_our_generator_yields(name):
     """Driving CUDAMatMul.kernels() by hand with the same valid feedback
     yields exactly the candidates the replay records, and without pruning
-    those are the first 8 of candidates() (of its first offer_limit())."""
+    those are the first 8 of what it offers of candidates()."""
     A = np.load(os.path.join(ROOT, 'bench', 'operators',
                              'pyfr-ops.npz'))[name]
     n = pw.pyfr_panel(20480, 5)[1]
@@ -136,9 +136,10 @@ def test_replay_records_what_our_generator_yields(name):
 
     flat = pw.replay_walk(mm.kernels(np.float64, compute_capability=(9, 0)),
                           lambda s, m: 1.0)
-    assert [v for v, _ in flat['seen']] == \
-        cands[:min(8, mm.offer_limit() or 8)]
-    assert pw.walk_pick(flat)[0] == cands[0]
+    offered = mm.offered(mm.candidates(np.float64,
+                                       compute_capability=(9, 0)))
+    assert [v for v, _ in flat['seen']] == [c.variant for c in offered[:8]]
+    assert pw.walk_pick(flat)[0] == offered[0].variant
 
 
 def test_served_render_walks_like_the_real_one():
