@@ -15,7 +15,7 @@ DOCS = sorted(glob.glob(os.path.join(ROOT, 'docs', '*.md'))) + \
     [os.path.join(ROOT, 'README.md'), INDEX]
 
 # a file name of a recorded run, as the documents quote it
-RESULT_NAME = re.compile(r'`(?:[\w./]*/)?((?:cuda|pyfr|hip|ncu|order)-'
+RESULT_NAME = re.compile(r'`(?:[\w./]*/)?((?:cuda|pyfr|hip|ncu|order|cost)-'
                          r'(?!ops)[^`\s/:]*)`')
 
 
