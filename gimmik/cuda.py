@@ -14,6 +14,7 @@ import numpy as np
 from gimmik.analysis import DENSE_DENSITY, sparse_gemm_worth_it
 from gimmik.base import MatMul, Row, check_table
 from gimmik.families.bstream import Bstream
+from gimmik.families.bstream_mgroup import BstreamMgroup
 from gimmik.families.bstream_msplit import BstreamMsplit
 from gimmik.families.bstream_warprows import BstreamWarpRows
 from gimmik.families.cstream import Cstream
@@ -155,6 +156,13 @@ CANDIDATES = [
           'w2 bigm stream') for g in (16, 32)],
     Row('ksplit2', CstreamKsplit, dict(ksplit=2), 'stream'),
     Row('ksplit4', CstreamKsplit, dict(ksplit=4), 'stream'),
+    # the register-bounded row-group family of the HIP table, two wave64
+    # shapes in warps: offered after the rules' rows (the twin of the HIP
+    # rows, timed beside the CUDA families)
+    Row('mgroup-4x16-b64', BstreamMgroup,
+        dict(msplit=4, rows=16, bsz=64, nbuf=1), 'bigm stream', tail=True),
+    Row('mgroup-8x8-b64', BstreamMgroup,
+        dict(msplit=8, rows=8, bsz=64, nbuf=1), 'bigm stream', tail=True),
     # the sparser big operators (prisms): the tensor cores skip A's zero
     # slabs; offered after the streaming families
     *[Row(rid, MmaGemm, dict(p, skip=True, cpre=True), 'gemmsparse',
