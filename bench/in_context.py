@@ -155,7 +155,7 @@ POLICIES = {
 }
 # what --policies default times: each change alone and upstream's way
 # (plain loads and stores, 32-bit strides, no launch bounds)
-DEFAULT_POLICIES = ('ldplain', 'stplain', 'ldplain+stplain', 'stcg',
+DEFAULT_POLICIES = ('ldplain', 'stplain', 'ldplain+stplain', 'stcg', 'stcs',
                     'idx32', 'nominblocks',
                     'ldplain+stplain+idx32+nobounds')
 
@@ -635,6 +635,9 @@ def main(argv=None):
                                                      - 1))
     ap.add_argument('--ahead', type=int, default=24,
                     help='(operator, n) compiled ahead')
+    ap.add_argument('--unsent', action='store_true',
+                    help="also operators PyFR's CUDA backend sends to "
+                    "cuBLAS (no generator runs on them in PyFR)")
     args = ap.parse_args(argv)
     try:
         args.policies = parse_policies(args.policies)
@@ -646,6 +649,8 @@ def main(argv=None):
     ops = {}
     for path in args.suite:
         ops.update(pw.load_suite(path, args.ops))
+    if not args.unsent:
+        ops = {k: A for k, A in ops.items() if replay.pyfr_sends(A)}
     allops = {}
     for path in args.suite:
         allops.update(pw.load_suite(path, ['*-m0']))

@@ -1,8 +1,8 @@
 """CUDA generator for NVIDIA GPUs (Ampere sm_80 and later; Hopper sm_90).
 
 The streaming families are the HIP ones for a 32-wide warp, with read-only
-(`ld.global.nc`) or evict-first (`ld.global.cs`) loads of B and evict-first
-stores of C; `cstream-mblock` splits the rows of A across blocks.
+(`ld.global.nc`) or evict-first (`ld.global.cs`) loads of B and stores of C
+cached in L2 (`st.global.cg`: in a solver the next kernel reads C); `cstream-mblock` splits the rows of A across blocks.
 `mma-gemm` runs f64 operators on the FP64 tensor cores: a GEMM with 2-D
 block tiling, A and B staged through shared memory by cp.async, m8n8k4 or
 Hopper's m16n8k4/k8/k16, zero slabs of A skipped.  The families are
@@ -63,6 +63,13 @@ MAX_THREAD_REGISTERS = 255
 # the blocks per SM a row asks for (the rows naming blocks are sm_90 rows)
 SM90_SHARED = 228*1024
 SHARED_RESERVED = 1024
+
+# How the streaming families store C unless a row names it: 'cg' keeps the
+# lines in L2 for the kernel that reads C next ('cs', evict-first, sends
+# them to DRAM: in PyFR's place, between the kernel writing B and the one
+# reading C, it was up to 8 % slower on operators whose step fits in L2;
+# docs/in-context.md)
+C_STORE = 'cg'
 
 # The CUDA candidate table (gimmik.base.Row: id, family, parameters, the
 # names of the conditions of _gates that must hold).  gimmik.order's rules
@@ -322,7 +329,7 @@ class CUDAMatMul(MatMul):
         # row names (blocks).  Small kernels get none (the family's
         # free_registers); nor does a family without a register estimate.
         ctx = {'ld': kern.params.get('ld', 'nc'),
-               'st': kern.params.get('st', 'cs'), 'minblocks': None}
+               'st': kern.params.get('st', C_STORE), 'minblocks': None}
         block = kern.geometry().block
         nthreads = block[0]*block[1]*block[2]
         est = kern.registers()

@@ -82,18 +82,20 @@ def test_policy_plain_loads_and_stores(sparse_op):
     src = _src(sparse_op, 'cstream', beta=0.5)
     nb = len(re.findall(r'__ldg\(\(', src))
     nc = len(re.findall(r'__ldcs\(\(c', src))
-    ns = len(re.findall(r'__stcs\(', src))
-    assert nb and nc and ns
+    ns = len(re.findall(r'__stcg\(', src))    # C kept in L2 by default
+    assert nb and nc and ns and '__stcs' not in src
     out = ic.policy_variant(src, 'ldplain+stplain', 10**6)
     assert out.count('gimmik_ctx_ld((') == nb
     assert out.count('gimmik_ctx_st(') == ns + 1      # + the macro
-    assert '__ldg' not in out and '__stcs' not in out
+    assert '__ldg' not in out and '__stcg' not in out
     assert len(re.findall(r'__ldcs\(\(c', out)) == nc  # beta*C kept
     assert out.startswith(ic.PLAIN_HELPERS)
     # a hint for another: B loads only
     out = ic.policy_variant(src, 'ldcg', 10**6)
     assert out.count('__ldcg((') == nb and '__ldg' not in out
     assert ic.policy_variant(src, 'ldnc', 10**6) is None     # unchanged
+    out = ic.policy_variant(src, 'stcs', 10**6)        # evict-first
+    assert len(re.findall(r'__stcs\(', out)) == ns and '__stcg' not in out
 
 
 def test_policy_strides_and_bounds(sparse_op):
