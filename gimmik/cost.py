@@ -267,6 +267,17 @@ OVERLAP_P = 2
 # (bench/results/pyfr-walk-h100-candidates.csv); calibrated there
 L2_RESIDENT = 0.5
 
+# Unrolled FMAs fed from LDS between the barriers of a one-buffer chunk
+# pipeline (bstream-mgroup) issue this many times slower than the
+# register-fed unrolled code valu_reach describes.  CALIBRATED on the
+# H100 twin (bench/results/pyfr-walk-h100-twin-bounded-candidates.csv,
+# n = 110080): its FMAs ran at 1.0-4.8 of the 64 FP64 lanes a clock
+# (0.02-0.075 of the peak, 0.4/8 = 0.05 in the middle of the
+# compute-bound ones) where the register-fed streams reach 0.4; any
+# factor from 6 to 16 ranks it below cstream-mblock on all 14 operators
+# the twin measured so.  Not measured on AMD: assumed the same there.
+LDS_FED_SLOWDOWN = 8
+
 # Registers a thread keeps besides the values it has in flight
 # (addresses, indices, loop counters): the in-flight loads get the rest
 ADDRESS_REGISTERS = 24
@@ -312,6 +323,9 @@ class Work:
     # instructions of the unrolled code the unit's waves walk (0: a loop
     # that stays in the instruction cache)
     code: float = 0.0
+    # the FMAs take their B operands from LDS between a chunk's barriers
+    # (issued LDS_FED_SLOWDOWN times slower than register-fed code)
+    lds_fed: bool = False
 
 
 def _rows_used(A):
@@ -392,17 +406,21 @@ def _work_warprows(kern):
 
 
 def _work_mgroup(kern):
-    # one row group a block (as cstream-mblock), its B rows staged through
-    # LDS chunks of bsz rows (as bstream-msplit, one wait a chunk)
-    from gimmik.families.bstream_mgroup import group_rows
-    g, size, A = kern.geometry(), kern.itemsize, kern.A
-    p = kern.params
-    groups = group_rows(kern.info.m, p['msplit'], p['rows'])
-    rows = sum(_rows_used(A[r0:r1]) for r0, r1 in groups)
-    ms, bsz = g.block[1], p['bsz']
-    stage = p.get('nbuf', 2)*bsz*g.width*size / ms
-    return _stream_work(kern, rows, lds=rows*size*(1 + ms), stage=stage,
-                        waits=-(-rows // bsz))
+    # one row group a block (as cstream-mblock: the B rows several groups
+    # use are read once a group), its B rows staged through LDS chunks of
+    # bsz rows, one wait a chunk of the block's group; a wave reads each
+    # B row its rows use from LDS once a chunk and feeds its FMAs from LDS
+    # (lds_fed)
+    g, size, A, P = kern.geometry(), kern.itemsize, kern.A, kern.plan
+    rows = sum(_rows_used(A[r0:r1]) for r0, r1, _ in P.groups)
+    reads = sum(len({r for _, _, r, _ in ups}) for _, _, sub in P.groups
+                for per_q in sub.updates for ups in per_q)
+    chunks = max(len(sub.chunks) for _, _, sub in P.groups)
+    ms, bsz = g.block[1], kern.params['bsz']
+    stage = kern.params.get('nbuf', 2)*bsz*g.width*size / ms
+    w = _stream_work(kern, rows, lds=(rows + reads)*size, stage=stage,
+                     waits=max(1, chunks))
+    return replace(w, lds_fed=True)
 
 
 def _work_ksplit(kern):
@@ -630,8 +648,8 @@ def estimate(w, facts, a, n, moved_bytes=None):
         / a.l2_bw,
         'lds': n*(w.lds_bytes + (w.l2_bytes + spill if a.l1_shared_path
                                  else 0)) / (a.lds_bytes_clk*clock),
-        'valu': n*w.valu_flops / (a.valu_flop_clk*a.valu_reach*clock
-                                  * busy),
+        'valu': n*w.valu_flops*(LDS_FED_SLOWDOWN if w.lds_fed else 1)
+        / (a.valu_flop_clk*a.valu_reach*clock*busy),
         'matrix': n*w.matrix_flops / (a.matrix_flop_clk*clock),
         'issue': n*_instructions(w, facts, a, grid, n)
         / (a.issue_clk*clock*busy),
