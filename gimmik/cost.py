@@ -295,6 +295,28 @@ def arch(name):
                          f'{", ".join(ARCHES)})') from None
 
 
+# The constants a HIP gcn_arch is estimated with: its own where ARCHES
+# has them ('gfx942:sramecc+:xnack-' -> gfx942), else those of the part
+# HIP_ARCH_NEAREST names (the other MI300 dies; MI355X (gfx950) as the
+# MI300X, ASSUMED: no constants of its own yet), else DEFAULT_HIP_ARCH
+# (the MI300X, the platform's main target)
+HIP_ARCH_NEAREST = {'gfx940': 'gfx942', 'gfx941': 'gfx942',
+                    'gfx950': 'gfx942', 'gfx908': 'gfx90a'}
+DEFAULT_HIP_ARCH = 'gfx942'
+
+
+def hip_arch(gcn_arch):
+    """The name of the ARCHES entry a HIP gcn_arch (feature suffixes
+    allowed) is estimated with (see HIP_ARCH_NEAREST)."""
+    if not isinstance(gcn_arch, str):
+        raise TypeError(f'gcn_arch must be a str, not '
+                        f'{type(gcn_arch).__name__}')
+    base = gcn_arch.split(':')[0]
+    if base in ARCHES and ARCHES[base].platform == 'hip':
+        return base
+    return HIP_ARCH_NEAREST.get(base, DEFAULT_HIP_ARCH)
+
+
 # -- what the plan says ------------------------------------------------------
 
 
@@ -623,8 +645,11 @@ def estimate(w, facts, a, n, moved_bytes=None):
     inflight = max(inflight, 8.0)
     spill = 2.0*facts.spill_bytes*w.block_threads*grid / n
     reread = _reread_split(w, a, per_unit, concurrent)
-    # a thread waits once for each registers' worth of its loads
-    waits = max(w.waits, facts.full_waits or 0)
+    # a thread waits once for each registers' worth of its loads; a
+    # straight kernel of row groups (one a block, a switch over them) runs
+    # 1/row_groups of the full waits the compiler counts in it
+    waits = max(w.waits, (facts.full_waits or 0)
+                / (max(1, w.row_groups) if w.straight else 1))
     if w.straight and w.inflight > room:
         waits = max(waits, -(-int(w.inflight) // room))
     # the busiest unit gets ceil(grid / units) blocks: the terms of a
@@ -699,11 +724,14 @@ def _reread_split(w, a, per_unit, concurrent):
 
 
 def _instructions(w, facts, a, grid, n):
-    """Wave instructions a column: the compiler's count times the waves
-    of the grid for straight-line kernels, else the plan's estimate."""
+    """Wave instructions a column: the compiler's count (its share a
+    block runs: 1/row_groups of a kernel switching over row groups) times
+    the waves of the grid for straight-line kernels, else the plan's
+    estimate."""
     if facts.instructions is not None and w.straight:
         waves = grid*-(-w.block_threads // a.lanes)
-        return max(w.instructions, facts.instructions*waves / n)
+        per_block = facts.instructions / max(1, w.row_groups)
+        return max(w.instructions, per_block*waves / n)
     return w.instructions
 
 

@@ -66,6 +66,21 @@ def test_arch_names():
         cost.arch(942)
 
 
+@pytest.mark.parametrize('gcn,want', [
+    ('gfx942:sramecc+:xnack-', 'gfx942'), ('gfx942', 'gfx942'),
+    ('gfx90a:xnack+', 'gfx90a'), ('gfx940', 'gfx942'), ('gfx950', 'gfx942'),
+    ('gfx908', 'gfx90a'), ('gfx1100', cost.DEFAULT_HIP_ARCH),
+    ('sm_90', cost.DEFAULT_HIP_ARCH)])
+def test_hip_arch(gcn, want):
+    assert cost.hip_arch(gcn) == want
+    assert cost.arch(cost.hip_arch(gcn)).platform == 'hip'
+
+
+def test_hip_arch_type():
+    with pytest.raises(TypeError, match='gcn_arch'):
+        cost.hip_arch(942)
+
+
 # -- the estimate on hand-made work ----------------------------------------
 
 def test_monotone_in_bytes():
@@ -316,3 +331,61 @@ def test_rank_keeps_far_families_back():
                         if f.seconds < e.seconds]
         if faster_later:
             assert e.seconds <= cost.DIVERSE_WITHIN*best
+
+
+# -- bstream-mgroup: B re-read a group, LDS-fed FMAs ------------------------
+
+def _mgroup(A, arch_opts=None):
+    mm = HIPMatMul(A, aligne=16, n=4096, ldb=4096, ldc=4096)
+    cands = [c for c in mm.candidates(np.float64, gcn_arch='gfx942')
+             if c.family == 'bstream-mgroup']
+    assert cands
+    return mm, cands
+
+
+def test_mgroup_waits_a_chunk_of_its_own_group():
+    """Two groups: rows 0-63 use B rows 0-99 (two chunks of 64), rows
+    64-127 B rows 100-139 (one): a block waits for its own group's
+    chunks (2), not for every group's (3)."""
+    A = np.zeros((128, 140))
+    A[:64, :100] = np.random.default_rng(0).standard_normal((64, 100))
+    A[64:, 100:] = 1.0
+    mm, cands = _mgroup(A)
+    c = next(c for c in cands if c.params['bsz'] == 64
+             and c.params['msplit']*c.params['rows'] == 64)
+    w = cost.work(mm, c, np.float64)
+    assert w.waits == 2 and w.row_groups == 2
+    # B rows read once a group: 100 + 40 of them, C 128 rows
+    assert w.l2_bytes == 8*(140 + 128)
+    assert w.lds_fed
+
+
+def test_mgroup_reads_b_again_per_group():
+    """The same B rows used by every group are read once a group."""
+    A = np.ones((128, 40))
+    mm, cands = _mgroup(A)
+    for c in cands:
+        w = cost.work(mm, c, np.float64)
+        assert w.l2_bytes == 8*(40*w.row_groups + 128), c.variant
+        assert w.dram_bytes == 8*(40 + 128)
+
+
+def test_lds_fed_fmas_slower():
+    w = stream_work(valu_flops=1 << 16)
+    assert est(replace(w, lds_fed=True)) > est(w)
+    e = cost.estimate(replace(w, lds_fed=True), FACTS, SM90, N)
+    e0 = cost.estimate(w, FACTS, SM90, N)
+    assert e.terms['valu'] == pytest.approx(
+        cost.LDS_FED_SLOWDOWN*e0.terms['valu'])
+
+
+def test_isa_counts_shared_by_row_groups():
+    """A straight kernel switching over G row groups runs 1/G of the
+    instructions and full waits clang counts in it: with the same facts,
+    more groups cost no more instructions a column."""
+    f = cost.Facts(registers=64, instructions=20000, full_waits=64)
+    one = cost.estimate(stream_work(), f, SM90, N)
+    many = cost.estimate(stream_work(row_groups=16, cols_per_block=128),
+                         f, SM90, N)
+    assert many.terms['issue'] <= one.terms['issue']
+    assert many.terms['latency'] < 16*one.terms['latency']
