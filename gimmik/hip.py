@@ -35,9 +35,10 @@ MFMA_ARCHS = frozenset({'gfx90a', 'gfx940', 'gfx941', 'gfx942', 'gfx950'})
 # values in 32-bit words plus a margin for addresses and indices) exceeds
 # its family's register_limit() (200 VGPRs) is not offered: the compiler
 # would spill it to scratch (clang-19 spills cstream/width2 of
-# p3-pyr-m132, 90 live B rows, on gfx942) or run it at one wave per SIMD.  A block of w wavefronts gets at
-# most 512/ceil(w/4) VGPRs a lane (a CU's four SIMDs share its waves), so
-# larger blocks have a lower limit (SIMD_VGPRS).  No fallback: where
+# p3-pyr-m132, 90 live B rows, on gfx942) or run it at one wave per SIMD.
+# A block of w wavefronts gets at most 512/ceil(w/4) VGPRs a lane (a CU's
+# four SIMDs share its waves), so larger blocks have a lower limit
+# (SIMD_VGPRS).  No fallback: where
 # nothing fits, the register-bounded rows below are what is offered.
 SIMD_VGPRS = 512
 
