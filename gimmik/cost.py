@@ -805,11 +805,12 @@ def rank(mm, cands, dtype, arch_name, n=None, facts=None):
 def add_isa_estimates(mm, rows, dtype, n=None):
     """Add est_us, est_copy_frac and est_bound to gimmik.isa report rows
     (each with 'variant' and 'arch') of HIP generator mm's candidates,
-    estimated from their reports for n columns (default as rank)."""
+    estimated from their reports for n columns (default as rank) with
+    the constants of hip_arch(arch), as the offering order is."""
     n = n or mm.n or DEFAULT_N
     by_arch = {}
     for r in rows:
-        if 'error' in r or r['arch'].split(':')[0] not in ARCHES:
+        if 'error' in r:
             continue
         if r['arch'] not in by_arch:
             by_arch[r['arch']] = {c.variant: c for c in mm.candidates(
@@ -817,7 +818,7 @@ def add_isa_estimates(mm, rows, dtype, n=None):
         cand = by_arch[r['arch']].get(r['variant'])
         if cand is None:
             continue
-        e = estimate_candidate(mm, cand, dtype, r['arch'], n,
+        e = estimate_candidate(mm, cand, dtype, hip_arch(r['arch']), n,
                                facts_from_isa(r))
         r.update(est_us=round(e.seconds*1e6, 2),
                  est_copy_frac=round(e.copy_frac, 3), est_bound=e.bound)

@@ -304,6 +304,13 @@ def test_add_isa_estimates():
     for r in rows[:3]:
         assert r['est_us'] > 0 and 0 < r['est_copy_frac'] <= 1
     assert 'est_us' not in rows[3]
+    # an arch without constants of its own: those the order uses
+    # (hip_arch), the same estimate as its nearest part's
+    c = cands[0]
+    near = [{'variant': c.variant, 'arch': a, **rep}
+            for a in ('gfx950', 'gfx942')]
+    cost.add_isa_estimates(mm, near, np.float64, n=1 << 20)
+    assert near[0]['est_us'] == near[1]['est_us'] > 0
 
 
 def test_diverse_ignores_far_families():
