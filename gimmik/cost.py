@@ -348,6 +348,9 @@ class Work:
     # the FMAs take their B operands from LDS between a chunk's barriers
     # (issued LDS_FED_SLOWDOWN times slower than register-fed code)
     lds_fed: bool = False
+    # the waves of a block take this many disjoint paths through the
+    # unrolled code (a switch over the wave's rows: each runs ~1/paths)
+    wave_paths: int = 1
 
 
 def _rows_used(A):
@@ -413,8 +416,10 @@ def _work_msplit(kern):
     b = len(kern.info.bix)*size
     bsz = kern.params['bsz']
     stage = 2*bsz*w*size / ms
-    return _stream_work(kern, len(kern.info.bix), lds=b*(1 + ms),
-                        stage=stage, waits=-(-len(kern.info.bix) // bsz))
+    return replace(_stream_work(kern, len(kern.info.bix), lds=b*(1 + ms),
+                                stage=stage,
+                                waits=-(-len(kern.info.bix) // bsz)),
+                   wave_paths=ms)
 
 
 def _work_warprows(kern):
@@ -423,8 +428,10 @@ def _work_warprows(kern):
     b = len(kern.info.bix)*size
     bsz = kern.params['bsz']
     stage = 2*bsz*size / ms
-    return _stream_work(kern, len(kern.info.bix), lds=b*(1 + ms),
-                        stage=stage, waits=-(-len(kern.info.bix) // bsz))
+    return replace(_stream_work(kern, len(kern.info.bix), lds=b*(1 + ms),
+                                stage=stage,
+                                waits=-(-len(kern.info.bix) // bsz)),
+                   wave_paths=ms)
 
 
 def _work_mgroup(kern):
@@ -442,7 +449,7 @@ def _work_mgroup(kern):
     stage = kern.params.get('nbuf', 2)*bsz*g.width*size / ms
     w = _stream_work(kern, rows, lds=(rows + reads)*size, stage=stage,
                      waits=max(1, chunks))
-    return replace(w, lds_fed=True)
+    return replace(w, lds_fed=True, wave_paths=ms)
 
 
 def _work_ksplit(kern):
@@ -584,13 +591,55 @@ def facts_from_ptxas(registers, shared=0, local=0, instructions=None):
 
 
 def plan_facts(mm, cand, dtype):
-    """Facts from the family's own estimates, for want of a compiler."""
+    """Facts from the family's own estimates, for want of a compiler; on
+    HIP also the full waits clang-19 gives the loads of C (c_row_waits)."""
     kern = mm.kernel(cand, dtype)
     regs = kern.registers()
     if regs is None:
         regs = ADDRESS_REGISTERS
+    waits = None
+    if mm.platform == 'hip':
+        waits = c_row_waits(kern)*(kern.geometry().row_groups or 1)
     return Facts(registers=int(min(regs, 255)),
-                 shared=int(kern.geometry().shared), source='plan')
+                 shared=int(kern.geometry().shared), full_waits=waits,
+                 source='plan')
+
+
+def _ceil_rows(kern, parts):
+    return -(-kern.info.m // max(1, parts))
+
+
+# Rows of C a thread of each family finishes one after the other, each
+# store after its own load of C (gimmik/kernels/common/gpu-base.mako's
+# finish) while the thread's B values fill its registers; bstream-mgroup
+# loads all its rows' C first (one wait).  cstream-mblock is left out:
+# with a group's few B values live clang-19 hoists its loads of C (0-13
+# full waits in 62 of its 72 builds with beta != 0 on the heavy hex and
+# prism operators, gfx942)
+FINISH_ROWS = {
+    'cstream': lambda k: k.info.m,
+    'bstream': lambda k: k.info.m,
+    'bstream-msplit': lambda k: _ceil_rows(k, k.geometry().block[1]),
+    'bstream-warprows': lambda k: _ceil_rows(k, k.geometry().block[1]),
+    'cstream-ksplit': lambda k: _ceil_rows(k, k.params['ksplit']),
+    'bstream-mgroup': lambda k: 1,
+}
+
+
+def c_row_waits(kern):
+    """Full waits a thread makes for loads of C where C is read (beta !=
+    0, not preloaded): one a row it finishes (FINISH_ROWS), its load of
+    C not hoisted above the stores of earlier rows (they may alias).
+    clang-19 does this: a cstream of m rows with beta != 0 waits for all
+    loads about m times (p4-hex-m6: 391 of 375 rows; p5-hex-m6: 658 of
+    648; p6-pri-m6: 577 of 588; bstream-msplit with 4 waves, p5-hex-m3:
+    81 for 54 rows a wave); nvcc's code does not pay it on the H100 (the CUDA validation
+    loses 7 points on the ordered walk file with it), so the CUDA facts
+    have none."""
+    rows = FINISH_ROWS.get(kern.name)
+    if not kern.mm.beta or kern.params.get('preload_c') or rows is None:
+        return 0
+    return rows(kern)
 
 
 # -- the estimate ------------------------------------------------------------
@@ -724,14 +773,15 @@ def _reread_split(w, a, per_unit, concurrent):
 
 
 def _instructions(w, facts, a, grid, n):
-    """Wave instructions a column: the compiler's count (its share a
-    block runs: 1/row_groups of a kernel switching over row groups) times
-    the waves of the grid for straight-line kernels, else the plan's
-    estimate."""
+    """Wave instructions a column: the compiler's count (the share a wave
+    runs: 1/row_groups of a kernel switching over row groups, of that
+    1/wave_paths where its waves switch over their rows) times the waves
+    of the grid for straight-line kernels, else the plan's estimate."""
     if facts.instructions is not None and w.straight:
         waves = grid*-(-w.block_threads // a.lanes)
-        per_block = facts.instructions / max(1, w.row_groups)
-        return max(w.instructions, per_block*waves / n)
+        per_wave = facts.instructions / (max(1, w.row_groups)
+                                         * max(1, w.wave_paths))
+        return max(w.instructions, per_wave*waves / n)
     return w.instructions
 
 

@@ -396,3 +396,45 @@ def test_isa_counts_shared_by_row_groups():
                          f, SM90, N)
     assert many.terms['issue'] <= one.terms['issue']
     assert many.terms['latency'] < 16*one.terms['latency']
+
+
+# -- HIP plan facts: clang-19's waits for C ----------------------------------
+
+def test_hip_plan_facts_wait_a_row_of_c():
+    """Where C is read, a HIP cstream thread waits for each row's load of
+    C (clang-19: about m full waits); beta 0, the preloaded C of the
+    m-split bstream and CUDA's facts have none."""
+    A = _op(48, 16)
+    for beta, want in ((0.0, 0), (1.0, 48), (-0.5, 48)):
+        mm = HIPMatMul(A, beta=beta, aligne=16, n=4096, ldb=4096, ldc=4096)
+        cands = mm.candidates(np.float64, gcn_arch='gfx942')
+        cs = next(c for c in cands if c.family == 'cstream')
+        assert cost.plan_facts(mm, cs, np.float64).full_waits == want
+        for c in cands:
+            if c.params.get('preload_c'):
+                assert cost.plan_facts(mm, c, np.float64).full_waits == 0
+    mm = CUDAMatMul(A, beta=1.0, aligne=16)
+    for c in mm.candidates(np.float64):
+        assert cost.plan_facts(mm, c, np.float64).full_waits is None
+
+
+def test_c_row_waits_slow_the_stream():
+    A = _op(200, 60, density=0.2)
+    mm = HIPMatMul(A, beta=1.0, aligne=16, n=1 << 17, ldb=1 << 17,
+                   ldc=1 << 17)
+    cs = next(c for c in mm.candidates(np.float64, gcn_arch='gfx942')
+              if c.family == 'cstream')
+    f = cost.plan_facts(mm, cs, np.float64)
+    slow = cost.estimate_candidate(mm, cs, np.float64, 'gfx942', 1 << 17, f)
+    fast = cost.estimate_candidate(mm, cs, np.float64, 'gfx942', 1 << 17,
+                                   replace(f, full_waits=0))
+    assert slow.seconds > fast.seconds
+
+
+def test_isa_instructions_shared_by_wave_paths():
+    """Waves switching over their rows each run 1/wave_paths of the
+    unrolled code clang counts."""
+    f = cost.Facts(registers=64, instructions=40000)
+    one = cost.estimate(stream_work(), f, SM90, N)
+    four = cost.estimate(stream_work(wave_paths=4), f, SM90, N)
+    assert four.terms['issue'] == pytest.approx(one.terms['issue'] / 4)
