@@ -628,14 +628,14 @@ FINISH_ROWS = {
 
 def c_row_waits(kern):
     """Full waits a thread makes for loads of C where C is read (beta !=
-    0, not preloaded): one a row it finishes (FINISH_ROWS), its load of
-    C not hoisted above the stores of earlier rows (they may alias).
-    clang-19 does this: a cstream of m rows with beta != 0 waits for all
-    loads about m times (p4-hex-m6: 391 of 375 rows; p5-hex-m6: 658 of
-    648; p6-pri-m6: 577 of 588; bstream-msplit with 4 waves, p5-hex-m3:
-    81 for 54 rows a wave); nvcc's code does not pay it on the H100 (the CUDA validation
-    loses 7 points on the ordered walk file with it), so the CUDA facts
-    have none."""
+    0, not preloaded): one a row it finishes (FINISH_ROWS), clang-19
+    not hoisting the load above the stores of earlier rows.  A cstream
+    of m rows with beta != 0 waits for all loads about m times
+    (p4-hex-m6: 391 for 375 rows; p5-hex-m6: 658 for 648; p6-pri-m6:
+    577 for 588; bstream-msplit with 4 waves, p5-hex-m3: 81 for 54 rows
+    a wave).  nvcc's code does not pay it on the H100 (the CUDA
+    validation loses 7 points on the ordered walk file with it), so the
+    CUDA facts have none."""
     rows = FINISH_ROWS.get(kern.name)
     if not kern.mm.beta or kern.params.get('preload_c') or rows is None:
         return 0
