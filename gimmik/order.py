@@ -75,6 +75,7 @@ replays PyFR's walk on both (bench/results/order-replay.{csv,log}).
 
 import math
 
+from gimmik import cost
 from gimmik.analysis import DENSE_DENSITY, sparse_gemm_worth_it
 from gimmik.families.bstream_msplit import BstreamMsplit
 from gimmik.families.bstream_warprows import BstreamWarpRows
@@ -266,7 +267,6 @@ def _order_hip(mm, cands, dtype):
     """HIP: cands in the order of gimmik.cost's estimate (plan facts) on
     the arch their gcn_arch names, for mm's baked n (else
     cost.DEFAULT_N), with cost.rank's family diversity."""
-    from gimmik import cost
     if not cands:
         return []
     arch = cost.hip_arch(cands[0].opts.get('gcn_arch',
