@@ -380,3 +380,29 @@ def test_hip_order_deterministic_and_compiler_free(monkeypatch):
     _, one = hip_ordered(A, n=PYFR_N)
     _, two = hip_ordered(A, n=PYFR_N)
     assert [c.variant for c in one] == [c.variant for c in two]
+
+
+@pytest.mark.parametrize('name', ['p4-hex-m460', 'p5-pri-m6', 'p6-hex-m0',
+                                  'p6-pri-m460'])
+def test_hip_first_8_keep_the_offer_targets(name):
+    """Issue 27's targets that the order decides, on heavy hex/prism
+    operators at PyFR's n: at least 6 distinct candidates among the first
+    8 (all where fewer are offered), at least 3 of them at >= 2 waves per
+    SIMD by the plan's registers and LDS (clang-19's are checked by
+    bench/hip_offer_audit.py)."""
+    from gimmik.hip import HIPMatMul
+    with np.load(OPS) as z:
+        A = z[name]
+    beta = 1.0 if name.endswith(('m3', 'm6')) else 0.0
+    mm = HIPMatMul(A, beta=beta, aligne=16, n=PYFR_N, ldb=PYFR_N,
+                   ldc=PYFR_N)
+    out = mm.candidates(np.float64, gcn_arch='gfx942')
+    first = out[:cost.FIRST]
+    assert len({c.variant for c in first}) >= min(6, len(out))
+    a = cost.arch('gfx942')
+    waves = []
+    for c in first:
+        e = cost.estimate_candidate(mm, c, np.float64, 'gfx942', PYFR_N)
+        threads = cost.work(mm, c, np.float64).block_threads
+        waves.append(e.blocks_per_unit*-(-threads // a.lanes) / a.simds)
+    assert sum(w >= 2 for w in waves) >= 3, waves
