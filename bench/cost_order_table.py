@@ -1,17 +1,26 @@
-"""The first candidates of today's HIP offering order beside those of
-gimmik.cost.rank, per operator and arch, as Markdown tables (no GPU).
+"""The first 8 HIP candidates of two offering orders side by side, each
+with gimmik.cost's estimate (no GPU): the order of a before checkout
+(--before, a directory holding another revision of gimmik, e.g. a git
+worktree of main) and this checkout's, for PyFR's heaviest hex and prism
+operators, each arch, n baked as PyFR bakes it.
 
-Facts: the clang-19 ISA report of each candidate (--isa; compiles every
-candidate, minutes for operators with thousands of non-zeros) or the
-families' register estimates (default).
+One row per (operator, arch, order, position): the row id and variant,
+the estimate of this checkout's gimmik.cost (plan facts, as the order
+uses: est_us, est_copy_frac, est_bound), the waves per SIMD those facts
+give (waves_plan) and, with --isa, clang-19's (waves_isa; compiles every
+candidate once, then gimmik.isa's cache).
 
-    PYTHONPATH=. python bench/cost_order_table.py \\
-        --ops 'p6-hex-m*' 'p6-pri-m*' --arch gfx90a gfx942 [--isa]
+    git worktree add ../before <commit>
+    PYTHONPATH=. python bench/cost_order_table.py --before ../before \\
+        --out bench/results/hip-order-before-after.csv --isa
 """
 
 import argparse
+import csv
 import fnmatch
+import json
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -20,66 +29,137 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
 
 from gimmik import cost  # noqa: E402
 from gimmik.hip import HIPMatMul  # noqa: E402
-from walk_replay import (beta_of, nvars_of, pyfr_panel,  # noqa: E402
-                       split_name)
 
-# PyFR's HIP alignment: 128 bytes of f64, as its CUDA backend
+# PyFR's HIP call: 128-byte aligned rows of f64, n = ldb = ldc baked,
+# beta 1 for the operators that accumulate (M3, M6)
 ALIGNE = 16
+PYFR_N = 110080
+FIRST = 8
+OPS = ['p[3-6]-hex-m0', 'p[3-6]-hex-m3', 'p[3-6]-hex-m6', 'p[3-6]-hex-m132',
+       'p[3-6]-hex-m460', 'p[3-6]-pri-m0', 'p[3-6]-pri-m3', 'p[3-6]-pri-m6',
+       'p[3-6]-pri-m132', 'p[3-6]-pri-m460']
+
+FIELDS = ['op', 'm', 'k', 'nnz', 'beta', 'arch', 'n', 'order', 'pos', 'row',
+          'variant', 'est_us', 'est_copy_frac', 'est_bound', 'waves_plan',
+          'waves_isa', 'offered']
 
 
-def isa_facts(mm, cands, arch):
-    """{variant: Facts} from clang-19 ISA reports of the candidates."""
-    from gimmik.isa import inspect_many
-    srcs = [mm.render(c, np.float64)[0] for c in cands]
-    reps = inspect_many([(s, arch) for s in srcs])
-    return {c.variant: cost.facts_from_isa(r) for c, r in zip(cands, reps)
-            if not isinstance(r, Exception)}
+def beta_of(name):
+    return 1.0 if name.rsplit('-', 1)[-1] in ('m3', 'm6') else 0.0
 
 
-def table(name, A, arch, n, use_isa, first):
+# Run in the before checkout's interpreter: its offer order by variant
+ORDERS = r'''
+import json, sys
+import numpy as np
+import gimmik
+from gimmik import HIPMatMul
+req = json.load(sys.stdin)
+z = np.load(req['suite'])
+out = {}
+for name in req['ops']:
+    for arch in req['arch']:
+        mm = HIPMatMul(z[name], beta=req['beta'][name], aligne=req['aligne'],
+                       n=req['n'], ldb=req['n'], ldc=req['n'])
+        out[name + ' ' + arch] = [c.variant for c in mm.candidates(
+            np.float64, gcn_arch=arch)]
+json.dump({'gimmik': gimmik.__file__, 'orders': out}, sys.stdout)
+'''
+
+
+def orders_of(checkout, suite, ops, arches, n):
+    """{(op, arch): [variant]} of the gimmik in directory `checkout`."""
+    req = {'suite': os.path.abspath(suite), 'ops': ops, 'arch': arches, 'n': n,
+           'aligne': ALIGNE, 'beta': {o: beta_of(o) for o in ops}}
+    checkout = os.path.abspath(checkout)
+    env = dict(os.environ, PYTHONPATH=checkout)
+    res = subprocess.run([sys.executable, '-c', ORDERS],
+                         input=json.dumps(req), capture_output=True,
+                         text=True, env=env, cwd=checkout, check=True)
+    got = json.loads(res.stdout)
+    if not got['gimmik'].startswith(checkout + os.sep):
+        raise RuntimeError(f'the before orders came from {got["gimmik"]}, '
+                           f'not from {checkout}')
+    return {tuple(k.split(' ')): v for k, v in got['orders'].items()}
+
+
+def waves_per_simd(a, est, block_threads):
+    return est.blocks_per_unit*-(-block_threads // a.lanes) / a.simds
+
+
+def rows_for(name, A, arch, n, before, use_isa):
     beta = beta_of(name)
     mm = HIPMatMul(A, beta=beta, aligne=ALIGNE, n=n, ldb=n, ldc=n)
     cands = mm.candidates(np.float64, gcn_arch=arch)
-    facts = isa_facts(mm, cands, arch) if use_isa else None
-    ranked = cost.rank(mm, cands, np.float64, arch, n, facts)
-    est = {c.variant: e for c, e in ranked}
-    out = [f'### {name} ({A.shape[0]} x {A.shape[1]}, beta {beta:g}), '
-           f'{arch}, n = {n}, facts: {"ISA" if use_isa else "plan"}', '',
-           '| # | today\'s order | est us | copy | cost.rank | est us | '
-           'copy |', '|---|---|---|---|---|---|---|']
-    for i in range(min(first, len(cands))):
-        a, (b, eb) = cands[i], ranked[i]
-        ea = est[a.variant]
-        out.append(f'| {i + 1} | {a.variant} | {ea.seconds*1e6:.1f} | '
-                   f'{ea.copy_frac:.2f} | {b.variant} | '
-                   f'{eb.seconds*1e6:.1f} | {eb.copy_frac:.2f} |')
-    return '\n'.join(out) + '\n'
+    by_variant = {c.variant: c for c in cands}
+    orders = {'after': cands}
+    if before is not None:
+        missing = [v for v in before if v not in by_variant]
+        if missing:
+            raise ValueError(f'{name} {arch}: before variants {missing} '
+                             'are not candidates here')
+        orders['before'] = [by_variant[v] for v in before]
+    shown = {c.variant: c for o in orders.values() for c in o[:FIRST]}
+    isa = {}
+    if use_isa:
+        from gimmik.isa import inspect_many
+        vs = sorted(shown)
+        reps = inspect_many([(mm.render(shown[v], np.float64)[0], arch)
+                             for v in vs])
+        isa = {v: r['occupancy'] for v, r in zip(vs, reps)
+               if not isinstance(r, Exception)}
+    a = cost.arch(cost.hip_arch(arch))
+    out = []
+    for label in ('before', 'after'):
+        for pos, c in enumerate(orders.get(label, [])[:FIRST], 1):
+            e = cost.estimate_candidate(mm, c, np.float64, a.name, n)
+            w = cost.work(mm, c, np.float64)
+            out.append({
+                'op': name, 'm': A.shape[0], 'k': A.shape[1],
+                'nnz': int(np.count_nonzero(A)), 'beta': beta,
+                'arch': arch, 'n': n, 'order': label, 'pos': pos,
+                'row': c.row, 'variant': c.variant,
+                'est_us': f'{e.seconds*1e6:.1f}',
+                'est_copy_frac': f'{e.copy_frac:.3f}', 'est_bound': e.bound,
+                'waves_plan': f'{waves_per_simd(a, e, w.block_threads):g}',
+                'waves_isa': isa.get(c.variant, ''),
+                'offered': len(orders[label])})
+    return out
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('--ops', nargs='+', default=['p6-hex-m*', 'p6-pri-m*'])
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--ops', nargs='+', default=OPS,
+                    help='fnmatch globs of operator names')
     ap.add_argument('--suite', default=os.path.join(HERE, 'operators',
                                                     'pyfr-ops.npz'))
-    ap.add_argument('--arch', nargs='+', default=['gfx90a', 'gfx942'])
-    ap.add_argument('--n-target', type=int, default=110080,
-                    help='columns before PyFR padding (default 110080)')
-    ap.add_argument('--first', type=int, default=8)
+    ap.add_argument('--arch', nargs='+', default=['gfx942', 'gfx90a'])
+    ap.add_argument('--n', type=int, default=PYFR_N)
+    ap.add_argument('--before', default=None,
+                    help='a checkout of the revision to compare with')
     ap.add_argument('--isa', action='store_true',
-                    help='facts from clang-19 ISA reports')
+                    help="clang-19's waves per SIMD (compiles)")
+    ap.add_argument('--out', default=None, help='CSV (default stdout)')
     args = ap.parse_args(argv)
     with np.load(args.suite) as z:
         ops = {k: z[k] for k in z.files
                if any(fnmatch.fnmatch(k, p) for p in args.ops)}
-    for name in sorted(ops, key=lambda k: -np.count_nonzero(ops[k])):
-        n = pyfr_panel(args.n_target, nvars_of(split_name(name)[1]))[1]
+    names = sorted(ops, key=lambda k: -np.count_nonzero(ops[k]))
+    before = (orders_of(args.before, args.suite, names, args.arch, args.n)
+              if args.before else {})
+    f = open(args.out, 'w', newline='') if args.out else sys.stdout
+    w = csv.DictWriter(f, FIELDS)
+    w.writeheader()
+    for name in names:
         for arch in args.arch:
-            print(table(name, ops[name], arch, n, args.isa, args.first))
+            w.writerows(rows_for(name, ops[name], arch, args.n,
+                                 before.get((name, arch)), args.isa))
+            f.flush()
+    if args.out:
+        f.close()
     return 0
 
 

@@ -267,6 +267,17 @@ OVERLAP_P = 2
 # (bench/results/pyfr-walk-h100-candidates.csv); calibrated there
 L2_RESIDENT = 0.5
 
+# Unrolled FMAs fed from LDS between the barriers of a one-buffer chunk
+# pipeline (bstream-mgroup) issue this many times slower than the
+# register-fed unrolled code valu_reach describes.  CALIBRATED on the
+# H100 twin (bench/results/pyfr-walk-h100-twin-bounded-candidates.csv,
+# n = 110080): its FMAs ran at 1.0-4.8 of the 64 FP64 lanes a clock
+# (0.02-0.075 of the peak, 0.4/8 = 0.05 in the middle of the
+# compute-bound ones) where the register-fed streams reach 0.4; any
+# factor from 6 to 16 ranks it below cstream-mblock on all 14 operators
+# the twin measured so.  Not measured on AMD: assumed the same there.
+LDS_FED_SLOWDOWN = 8
+
 # Registers a thread keeps besides the values it has in flight
 # (addresses, indices, loop counters): the in-flight loads get the rest
 ADDRESS_REGISTERS = 24
@@ -282,6 +293,28 @@ def arch(name):
     except KeyError:
         raise ValueError(f'no cost constants for arch {name!r} (known: '
                          f'{", ".join(ARCHES)})') from None
+
+
+# The constants a HIP gcn_arch is estimated with: its own where ARCHES
+# has them ('gfx942:sramecc+:xnack-' -> gfx942), else those of the part
+# HIP_ARCH_NEAREST names (the other MI300 dies; MI355X (gfx950) as the
+# MI300X, ASSUMED: no constants of its own yet), else DEFAULT_HIP_ARCH
+# (the MI300X, the platform's main target)
+HIP_ARCH_NEAREST = {'gfx940': 'gfx942', 'gfx941': 'gfx942',
+                    'gfx950': 'gfx942', 'gfx908': 'gfx90a'}
+DEFAULT_HIP_ARCH = 'gfx942'
+
+
+def hip_arch(gcn_arch):
+    """The name of the ARCHES entry a HIP gcn_arch (feature suffixes
+    allowed) is estimated with (see HIP_ARCH_NEAREST)."""
+    if not isinstance(gcn_arch, str):
+        raise TypeError(f'gcn_arch must be a str, not '
+                        f'{type(gcn_arch).__name__}')
+    base = gcn_arch.split(':')[0]
+    if base in ARCHES and ARCHES[base].platform == 'hip':
+        return base
+    return HIP_ARCH_NEAREST.get(base, DEFAULT_HIP_ARCH)
 
 
 # -- what the plan says ------------------------------------------------------
@@ -312,6 +345,12 @@ class Work:
     # instructions of the unrolled code the unit's waves walk (0: a loop
     # that stays in the instruction cache)
     code: float = 0.0
+    # the FMAs take their B operands from LDS between a chunk's barriers
+    # (issued LDS_FED_SLOWDOWN times slower than register-fed code)
+    lds_fed: bool = False
+    # the waves of a block take this many disjoint paths through the
+    # unrolled code (a switch over the wave's rows: each runs ~1/paths)
+    wave_paths: int = 1
 
 
 def _rows_used(A):
@@ -377,8 +416,10 @@ def _work_msplit(kern):
     b = len(kern.info.bix)*size
     bsz = kern.params['bsz']
     stage = 2*bsz*w*size / ms
-    return _stream_work(kern, len(kern.info.bix), lds=b*(1 + ms),
-                        stage=stage, waits=-(-len(kern.info.bix) // bsz))
+    return replace(_stream_work(kern, len(kern.info.bix), lds=b*(1 + ms),
+                                stage=stage,
+                                waits=-(-len(kern.info.bix) // bsz)),
+                   wave_paths=ms)
 
 
 def _work_warprows(kern):
@@ -387,22 +428,28 @@ def _work_warprows(kern):
     b = len(kern.info.bix)*size
     bsz = kern.params['bsz']
     stage = 2*bsz*size / ms
-    return _stream_work(kern, len(kern.info.bix), lds=b*(1 + ms),
-                        stage=stage, waits=-(-len(kern.info.bix) // bsz))
+    return replace(_stream_work(kern, len(kern.info.bix), lds=b*(1 + ms),
+                                stage=stage,
+                                waits=-(-len(kern.info.bix) // bsz)),
+                   wave_paths=ms)
 
 
 def _work_mgroup(kern):
-    # one row group a block (as cstream-mblock), its B rows staged through
-    # LDS chunks of bsz rows (as bstream-msplit, one wait a chunk)
-    from gimmik.families.bstream_mgroup import group_rows
-    g, size, A = kern.geometry(), kern.itemsize, kern.A
-    p = kern.params
-    groups = group_rows(kern.info.m, p['msplit'], p['rows'])
-    rows = sum(_rows_used(A[r0:r1]) for r0, r1 in groups)
-    ms, bsz = g.block[1], p['bsz']
-    stage = p.get('nbuf', 2)*bsz*g.width*size / ms
-    return _stream_work(kern, rows, lds=rows*size*(1 + ms), stage=stage,
-                        waits=-(-rows // bsz))
+    # one row group a block (as cstream-mblock: the B rows several groups
+    # use are read once a group), its B rows staged through LDS chunks of
+    # bsz rows, one wait a chunk of the block's group; a wave reads each
+    # B row its rows use from LDS once a chunk and feeds its FMAs from LDS
+    # (lds_fed)
+    g, size, A, P = kern.geometry(), kern.itemsize, kern.A, kern.plan
+    rows = sum(_rows_used(A[r0:r1]) for r0, r1, _ in P.groups)
+    reads = sum(len({r for _, _, r, _ in ups}) for _, _, sub in P.groups
+                for per_q in sub.updates for ups in per_q)
+    chunks = max(len(sub.chunks) for _, _, sub in P.groups)
+    ms, bsz = g.block[1], kern.params['bsz']
+    stage = kern.params.get('nbuf', 2)*bsz*g.width*size / ms
+    w = _stream_work(kern, rows, lds=(rows + reads)*size, stage=stage,
+                     waits=max(1, chunks))
+    return replace(w, lds_fed=True, wave_paths=ms)
 
 
 def _work_ksplit(kern):
@@ -544,13 +591,55 @@ def facts_from_ptxas(registers, shared=0, local=0, instructions=None):
 
 
 def plan_facts(mm, cand, dtype):
-    """Facts from the family's own estimates, for want of a compiler."""
+    """Facts from the family's own estimates, for want of a compiler; on
+    HIP also the full waits clang-19 gives the loads of C (c_row_waits)."""
     kern = mm.kernel(cand, dtype)
     regs = kern.registers()
     if regs is None:
         regs = ADDRESS_REGISTERS
+    waits = None
+    if mm.platform == 'hip':
+        waits = c_row_waits(kern)*(kern.geometry().row_groups or 1)
     return Facts(registers=int(min(regs, 255)),
-                 shared=int(kern.geometry().shared), source='plan')
+                 shared=int(kern.geometry().shared), full_waits=waits,
+                 source='plan')
+
+
+def _ceil_rows(kern, parts):
+    return -(-kern.info.m // max(1, parts))
+
+
+# Rows of C a thread of each family finishes one after the other, each
+# store after its own load of C (gimmik/kernels/common/gpu-base.mako's
+# finish) while the thread's B values fill its registers; bstream-mgroup
+# loads all its rows' C first (one wait).  cstream-mblock is left out:
+# with a group's few B values live clang-19 hoists its loads of C (0-13
+# full waits in 62 of its 72 builds with beta != 0 on the heavy hex and
+# prism operators, gfx942)
+FINISH_ROWS = {
+    'cstream': lambda k: k.info.m,
+    'bstream': lambda k: k.info.m,
+    'bstream-msplit': lambda k: _ceil_rows(k, k.geometry().block[1]),
+    'bstream-warprows': lambda k: _ceil_rows(k, k.geometry().block[1]),
+    'cstream-ksplit': lambda k: _ceil_rows(k, k.params['ksplit']),
+    'bstream-mgroup': lambda k: 1,
+}
+
+
+def c_row_waits(kern):
+    """Full waits a thread makes for loads of C where C is read (beta !=
+    0, not preloaded): one a row it finishes (FINISH_ROWS), clang-19
+    not hoisting the load above the stores of earlier rows.  A cstream
+    of m rows with beta != 0 waits for all loads about m times
+    (p4-hex-m6: 391 for 375 rows; p5-hex-m6: 658 for 648; p6-pri-m6:
+    577 for 588; bstream-msplit with 4 waves, p5-hex-m3: 81 for 54 rows
+    a wave).  nvcc's code does not pay it on the H100 (the CUDA
+    validation loses 7 points on the ordered walk file with it), so the
+    CUDA facts have none."""
+    rows = FINISH_ROWS.get(kern.name)
+    if not kern.mm.beta or kern.params.get('preload_c') or rows is None:
+        return 0
+    return rows(kern)
 
 
 # -- the estimate ------------------------------------------------------------
@@ -605,8 +694,11 @@ def estimate(w, facts, a, n, moved_bytes=None):
     inflight = max(inflight, 8.0)
     spill = 2.0*facts.spill_bytes*w.block_threads*grid / n
     reread = _reread_split(w, a, per_unit, concurrent)
-    # a thread waits once for each registers' worth of its loads
-    waits = max(w.waits, facts.full_waits or 0)
+    # a thread waits once for each registers' worth of its loads; a
+    # straight kernel of row groups (one a block, a switch over them) runs
+    # 1/row_groups of the full waits the compiler counts in it
+    waits = max(w.waits, (facts.full_waits or 0)
+                / (max(1, w.row_groups) if w.straight else 1))
     if w.straight and w.inflight > room:
         waits = max(waits, -(-int(w.inflight) // room))
     # the busiest unit gets ceil(grid / units) blocks: the terms of a
@@ -630,8 +722,8 @@ def estimate(w, facts, a, n, moved_bytes=None):
         / a.l2_bw,
         'lds': n*(w.lds_bytes + (w.l2_bytes + spill if a.l1_shared_path
                                  else 0)) / (a.lds_bytes_clk*clock),
-        'valu': n*w.valu_flops / (a.valu_flop_clk*a.valu_reach*clock
-                                  * busy),
+        'valu': n*w.valu_flops*(LDS_FED_SLOWDOWN if w.lds_fed else 1)
+        / (a.valu_flop_clk*a.valu_reach*clock*busy),
         'matrix': n*w.matrix_flops / (a.matrix_flop_clk*clock),
         'issue': n*_instructions(w, facts, a, grid, n)
         / (a.issue_clk*clock*busy),
@@ -681,11 +773,15 @@ def _reread_split(w, a, per_unit, concurrent):
 
 
 def _instructions(w, facts, a, grid, n):
-    """Wave instructions a column: the compiler's count times the waves
+    """Wave instructions a column: the compiler's count (the share a wave
+    runs: 1/row_groups of a kernel switching over row groups, of that
+    1/wave_paths where its waves switch over their rows) times the waves
     of the grid for straight-line kernels, else the plan's estimate."""
     if facts.instructions is not None and w.straight:
         waves = grid*-(-w.block_threads // a.lanes)
-        return max(w.instructions, facts.instructions*waves / n)
+        per_wave = facts.instructions / (max(1, w.row_groups)
+                                         * max(1, w.wave_paths))
+        return max(w.instructions, per_wave*waves / n)
     return w.instructions
 
 
@@ -759,11 +855,12 @@ def rank(mm, cands, dtype, arch_name, n=None, facts=None):
 def add_isa_estimates(mm, rows, dtype, n=None):
     """Add est_us, est_copy_frac and est_bound to gimmik.isa report rows
     (each with 'variant' and 'arch') of HIP generator mm's candidates,
-    estimated from their reports for n columns (default as rank)."""
+    estimated from their reports for n columns (default as rank) with
+    the constants of hip_arch(arch), as the offering order is."""
     n = n or mm.n or DEFAULT_N
     by_arch = {}
     for r in rows:
-        if 'error' in r or r['arch'].split(':')[0] not in ARCHES:
+        if 'error' in r:
             continue
         if r['arch'] not in by_arch:
             by_arch[r['arch']] = {c.variant: c for c in mm.candidates(
@@ -771,7 +868,7 @@ def add_isa_estimates(mm, rows, dtype, n=None):
         cand = by_arch[r['arch']].get(r['variant'])
         if cand is None:
             continue
-        e = estimate_candidate(mm, cand, dtype, r['arch'], n,
+        e = estimate_candidate(mm, cand, dtype, hip_arch(r['arch']), n,
                                facts_from_isa(r))
         r.update(est_us=round(e.seconds*1e6, 2),
                  est_copy_frac=round(e.copy_frac, 3), est_bound=e.bound)

@@ -16,7 +16,7 @@ from gimmik.families.cstream_mblock import CstreamMblock
 from gimmik.families.mfma_dense import MfmaDense
 from gimmik.families.mfma_gemm import MfmaGemm
 from gimmik.fragments import mfma_tiled
-from gimmik.order import HIP_BIG_M as BIG_M, order_candidates, placed_rows
+from gimmik.order import order_candidates, placed_rows
 from gimmik.validate import GFX_ARCH
 
 # The mfma-dense family (gate 'mfma') is offered only where all of these hold:
@@ -33,25 +33,22 @@ MFMA_ARCHS = frozenset({'gfx90a', 'gfx940', 'gfx941', 'gfx942', 'gfx950'})
 
 # A candidate whose register estimate (its family's registers(): live
 # values in 32-bit words plus a margin for addresses and indices) exceeds
-# its family's register_limit() (200 VGPRs) is not offered: the compiler would spill it to scratch
-# (clang-19 spills cstream/width2 of p3-pyr-m132, 90 live B rows, on
-# gfx942) or run it at one wave per SIMD.  A block of w wavefronts gets at
-# most 512/ceil(w/4) VGPRs a lane (a CU's four SIMDs share its waves), so
-# larger blocks have a lower limit (SIMD_VGPRS).  No fallback: where
+# its family's register_limit() (200 VGPRs) is not offered: the compiler
+# would spill it to scratch (clang-19 spills cstream/width2 of
+# p3-pyr-m132, 90 live B rows, on gfx942) or run it at one wave per SIMD.
+# A block of w wavefronts gets at most 512/ceil(w/4) VGPRs a lane (a CU's
+# four SIMDs share its waves), so larger blocks have a lower limit
+# (SIMD_VGPRS).  No fallback: where
 # nothing fits, the register-bounded rows below are what is offered.
 SIMD_VGPRS = 512
 
 # mfma-gemm rows (gimmik.fragments.mfma_tiled): wavefronts mwaves x nwaves,
 # each with wm x wn 16x16 accumulator tiles, stages of 4*kstage columns of
 # A; vec 2: 16-byte B/C accesses.  Offered (gate 'gemm') where the MFMA gate
-# holds and m or k exceeds mfma_tiled.MIN_DIM, after the mfma-dense rows
-# (first of the two where mfma-dense's rows do not reach
-# mfma_tiled.MIN_WAVES waves per SIMD: then gimmik.order's rules for the
-# streaming families place theirs before them).
+# holds and m or k exceeds mfma_tiled.MIN_DIM.
 MFMA_GEMM_ROWS = [
     Row(f'gemm-{p["mwaves"]}x{p["nwaves"]}-{p["wm"]}x{p["wn"]}'
-        f'-k{p["kstage"]}-vec{vec}', MfmaGemm, dict(p, vec=vec), gate,
-        tail=True)
+        f'-k{p["kstage"]}-vec{vec}', MfmaGemm, dict(p, vec=vec), gate)
     for p in (dict(mwaves=2, nwaves=2, wm=4, wn=4, kstage=1),
               dict(mwaves=2, nwaves=2, wm=2, wn=4, kstage=2),
               dict(mwaves=2, nwaves=2, wm=2, wn=4, kstage=1),
@@ -59,6 +56,10 @@ MFMA_GEMM_ROWS = [
               dict(mwaves=2, nwaves=2, wm=4, wn=2, kstage=2))
     for vec, gate in ((2, 'mfma gemm w2'), (1, 'mfma gemm scalar'))]
 
+
+# Rows of A beyond which the register-bounded rows are offered (gate
+# 'bigm')
+BIG_M = 64
 
 # Register-bounded rows for operators with many rows (gate 'bigm': m >
 # BIG_M), whose per-lane state does not grow with m and k:
@@ -73,9 +74,7 @@ MFMA_GEMM_ROWS = [
 #   SIMD, a few vmcnt(0) waits in all).
 # (bstream-warprows is not offered on HIP: at 16 waves a block, 128 VGPRs
 # a lane, it spilled on a p5-hex-m3-shaped operator, and its stores of
-# loads straight into LDS wait once every 1-3 loads.)  gimmik.order places
-# them first, in this order, where A has more than BIG_M rows and no MFMA
-# family is offered.
+# loads straight into LDS wait once every 1-3 loads.)
 BOUNDED_ROWS = [
     Row('mblock-g32', CstreamMblock, dict(width=1, groups=32), 'bigm'),
     Row('mgroup-4x16-b64', BstreamMgroup,
@@ -98,9 +97,9 @@ BOUNDED_ROWS = [
 MBLOCK_MIN_ROWS = 2
 
 # The HIP candidate table (gimmik.base.Row: id, family, parameters, the
-# names of the conditions of _gates that must hold).  gimmik.order's rules
-# place the rows they name (by id) first; the tail rows follow in table
-# order.  The operators mfma-dense takes are offered the table order.
+# names of the conditions of _gates that must hold).  The rows offered
+# are ordered by gimmik.cost's estimate (gimmik.order), not by their place
+# here.
 CANDIDATES = [
     # id                 family          parameters                  gates
     # mfma-dense: msplit wavefronts per block (1: direct from global, more:
@@ -108,66 +107,66 @@ CANDIDATES = [
     # (see the template), vec 2: 16-byte B/C accesses (needs even aligne).
     Row('mfma-ms4-pipe2-vec2', MfmaDense,
         dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=2),
-        'mfma w2', tail=True),
+        'mfma w2'),
     Row('mfma-ms4-pipe2-vec1', MfmaDense,
         dict(msplit=4, pipe=2, nbuf=2, kchunk=4, vec=1),
-        'mfma scalar', tail=True),
+        'mfma scalar'),
     Row('mfma-ms2-pipe2-vec2', MfmaDense,
         dict(msplit=2, pipe=2, nbuf=2, kchunk=4, vec=2),
-        'mfma w2', tail=True),
+        'mfma w2'),
     Row('mfma-ms2-pipe2-vec1', MfmaDense,
         dict(msplit=2, pipe=2, nbuf=2, kchunk=4, vec=1),
-        'mfma scalar', tail=True),
+        'mfma scalar'),
     Row('mfma-ms4-pipe1-vec2', MfmaDense,
         dict(msplit=4, pipe=1, nbuf=2, kchunk=4, vec=2),
-        'mfma w2', tail=True),
+        'mfma w2'),
     Row('mfma-ms4-pipe1-vec1', MfmaDense,
         dict(msplit=4, pipe=1, nbuf=2, kchunk=4, vec=1),
-        'mfma scalar', tail=True),
+        'mfma scalar'),
     Row('mfma-ms1-pipe1-vec2', MfmaDense,
         dict(msplit=1, pipe=1, vec=2),
-        'mfma w2', tail=True),
+        'mfma w2'),
     Row('mfma-ms1-pipe1-vec1', MfmaDense,
         dict(msplit=1, pipe=1, vec=1),
-        'mfma scalar', tail=True),
+        'mfma scalar'),
     Row('mfma-ms4-pipe0-vec2', MfmaDense,
         dict(msplit=4, pipe=0, nbuf=1, kchunk=8, vec=2),
-        'mfma w2', tail=True),
+        'mfma w2'),
     Row('mfma-ms4-pipe0-vec1', MfmaDense,
         dict(msplit=4, pipe=0, nbuf=1, kchunk=8, vec=1),
-        'mfma scalar', tail=True),
+        'mfma scalar'),
     Row('mfma-ms2-pipe0-vec2', MfmaDense,
         dict(msplit=2, pipe=0, nbuf=1, kchunk=8, vec=2),
-        'mfma w2', tail=True),
+        'mfma w2'),
     Row('mfma-ms2-pipe0-vec1', MfmaDense,
         dict(msplit=2, pipe=0, nbuf=1, kchunk=8, vec=1),
-        'mfma scalar', tail=True),
+        'mfma scalar'),
     Row('mfma-ms1-pipe0-vec2', MfmaDense,
         dict(msplit=1, pipe=0, vec=2),
-        'mfma w2', tail=True),
+        'mfma w2'),
     Row('mfma-ms1-pipe0-vec1', MfmaDense,
         dict(msplit=1, pipe=0, vec=1),
-        'mfma scalar', tail=True),
+        'mfma scalar'),
     *MFMA_GEMM_ROWS,
     # bstream-msplit: bsz B rows per LDS stage (two stages); width 2 with
     # bsz 16 takes 32 KiB of LDS per block, one block per 2 SIMDs of a CU
     # (1 wave/SIMD at msplit 2), bsz 8 half that (2 waves/SIMD)
     Row('msplit2-w2', BstreamMsplit,
-        dict(width=2, msplit=2, bsz=16, ntload=True), 'w2', tail=True),
+        dict(width=2, msplit=2, bsz=16, ntload=True), 'w2'),
     Row('msplit2-w2-bsz8', BstreamMsplit,
-        dict(width=2, msplit=2, bsz=8, ntload=True), 'w2', tail=True),
+        dict(width=2, msplit=2, bsz=8, ntload=True), 'w2'),
     Row('msplit2-w1', BstreamMsplit,
         dict(width=1, msplit=2, bsz=16, ntload=True)),
     Row('msplit4-w2', BstreamMsplit,
-        dict(width=2, msplit=4, bsz=16, ntload=True), 'w2', tail=True),
+        dict(width=2, msplit=4, bsz=16, ntload=True), 'w2'),
     Row('msplit2-w2-preload', BstreamMsplit,
         dict(width=2, msplit=2, bsz=16, ntload=True, preload_c=True),
-        'w2 beta', tail=True),
+        'w2 beta'),
     Row('msplit4-w1', BstreamMsplit,
         dict(width=1, msplit=4, bsz=16, ntload=False)),
-    Row('bstream-w2', Bstream, dict(width=2), 'w2', tail=True),
+    Row('bstream-w2', Bstream, dict(width=2), 'w2'),
     Row('bstream-w1', Bstream, dict(width=1)),
-    Row('cstream-w2', Cstream, dict(width=2), 'w2', tail=True),
+    Row('cstream-w2', Cstream, dict(width=2), 'w2'),
     Row('cstream-w1', Cstream, dict(width=1)),
     Row('ksplit2', CstreamKsplit, dict(ksplit=2)),
     Row('ksplit4', CstreamKsplit, dict(ksplit=4)),
@@ -175,7 +174,7 @@ CANDIDATES = [
         'beta'),
     Row('msplit2-w1-preload', BstreamMsplit,
         dict(width=1, msplit=2, bsz=16, ntload=False, preload_c=True),
-        'beta', tail=True),
+        'beta'),
     *BOUNDED_ROWS,
 ]
 
@@ -228,7 +227,7 @@ class HIPMatMul(MatMul):
             {'gcn_arch': gcn_arch, 'warp_size': warp_size},
             adapt=self._adapt)
         return order_candidates(self.info, out, 'hip', beta=self.beta,
-                                n=self.n)
+                                n=self.n, mm=self, dtype=dtype)
 
     def _adapt(self, row, params):
         """HIP's own binding of a row: cstream-mblock only with at least

@@ -57,10 +57,14 @@ change, all of them towards the simpler streaming kernels:
 - wide and sparser than 0.4: cstream then bstream (one column a thread)
   before the k-split.
 
-HIP (_prefs_hip): the operators mfma-dense takes keep the table order;
-the others get the regime's lead family from the CUDA evidence of the
-families both share, ordered within by the waves per SIMD the gfx90a ISA
-gives them (its docstring has the numbers).
+HIP (_order_hip): the order of gimmik.cost's estimate for the target
+arch (cost.hip_arch of the candidates' gcn_arch) and n (the baked n,
+else cost.DEFAULT_N), from the plans and the families' register
+estimates (no compiler at generation time), with cost.rank's family
+diversity among the first cost.FIRST: nothing on AMD can be timed here,
+and the estimate is the one ordering validated (on the CUDA twin of the
+same templates, bench/cost_validate.py; docs/cost-model.md).  Every HIP
+row is placed by it (none says tail).
 
 The CUDA rules follow the H100 times of every candidate: at 512 MiB panels, n
 not baked (bench/results/cuda-h100-candidates.csv), and at PyFR's panel
@@ -71,11 +75,11 @@ replays PyFR's walk on both (bench/results/order-replay.{csv,log}).
 
 import math
 
+from gimmik import cost
 from gimmik.analysis import DENSE_DENSITY, sparse_gemm_worth_it
 from gimmik.families.bstream_msplit import BstreamMsplit
 from gimmik.families.bstream_warprows import BstreamWarpRows
 from gimmik.families.cstream_mblock import CstreamMblock
-from gimmik.families.mfma_dense import MfmaDense
 from gimmik.families.mma_gemm import MmaGemm
 
 # Rows beyond which the row-blocked families are offered (cuda 'bigm')
@@ -143,21 +147,6 @@ KSPLIT2, KSPLIT4 = 'ksplit2', 'ksplit4'
 # these first (one column a thread, C then B streamed)
 BAKED_WIDE_FIRST = ('cstream-w1-nc', 'bstream-w1-cs')
 
-# The HIP rows the rules name (ids of gimmik.hip.CANDIDATES); the k-split
-# in two groups names both its rows (with and without C preloaded)
-HIP_CSTREAM, HIP_BSTREAM = 'cstream-w1', 'bstream-w1'
-HIP_KSPLIT2 = ('ksplit2', 'ksplit2-preload')
-HIP_KSPLIT4 = ('ksplit4',)
-HIP_MSPLIT4, HIP_MSPLIT2 = 'msplit4-w1', 'msplit2-w1'
-# HIP, more than HIP_BIG_M rows and no MFMA family: the register-bounded
-# rows first, in this order (gimmik.hip BOUNDED_ROWS: clang-19 gives the
-# unrolled streams a value per row there, and they spill or run one wave
-# a SIMD on the large sparse operators)
-HIP_BIG_M = 64
-HIP_BOUNDED = ('mblock-g32', 'mgroup-4x16-b64', 'mblock-g64', 'mblock-g16',
-               'mgroup-2x16-b32', 'mblock-g128', 'mgroup-4x8-b64',
-               'mblock-g64-w2', 'mblock-g8', 'mblock-g128-w2')
-
 # Every row id a platform's rules name ...
 RULE_ROWS = {
     'cuda': frozenset(GEMM_ORDER + GEMM_ORDER_BETA + SPARSE_GEMM_FIRST
@@ -165,17 +154,21 @@ RULE_ROWS = {
                       + FEW_FLOPS_BIG_M + FEW_FLOPS_SMALL_M + WARPROWS_ORDER
                       + (STREAM_W1, STREAM_W2, KSPLIT2, KSPLIT4)
                       + BAKED_WIDE_FIRST),
-    'hip': frozenset((HIP_CSTREAM, HIP_BSTREAM, HIP_MSPLIT4, HIP_MSPLIT2)
-                     + HIP_KSPLIT2 + HIP_KSPLIT4 + HIP_BOUNDED),
 }
 # ... and the families whose every row a rule places by a key computed
 # from its parameters
-SORTED_FAMILIES = {'cuda': (CstreamMblock,), 'hip': ()}
+SORTED_FAMILIES = {'cuda': (CstreamMblock,)}
+
+# Platforms whose every candidate is placed by gimmik.cost's estimate
+ESTIMATED = frozenset({'hip'})
 
 
 def placed_rows(platform, table):
-    """The ids of the rows of a platform's table its rules place; None
-    where the platform has no rules (its table order is the offer)."""
+    """The ids of the rows of a platform's table its rules place (every
+    row where the estimate orders the platform); None where the platform
+    has no rules (its table order is the offer)."""
+    if platform in ESTIMATED:
+        return {row.id for row in table}
     if platform not in RULE_ROWS:
         return None
     return RULE_ROWS[platform] | {row.id for row in table
@@ -270,49 +263,36 @@ def _prefs_stream(info, cands, beta, n=None):
     return [STREAM_W1, STREAM_W2, ms[1], KSPLIT2, ms[2], KSPLIT4]
 
 
-def _prefs_hip(info, cands):
-    """HIP: operators the tensor cores take (mfma-dense offered) keep the
-    table order; for the others the streaming candidates of the most
-    waves per SIMD come first.  gfx90a ISA (clang-19, gimmik isa, n
-    baked): cstream and bstream one column a thread run 5-8 waves a SIMD
-    in about 400-600 instructions, the m-split bstream with 4 row groups
-    and plain loads 3-4 waves, the LDS-heavy ones (two columns a thread,
-    16-row stages, non-temporal loads) 1-2 waves in 1.3-6.5k
-    instructions.  Which family leads follows the H100 evidence of the
-    families both platforms share (the CUDA rules for n baked): tall and
-    dense the m-split bstream, wide and dense the k-split, else the plain
-    streams."""
-    m, k = info.m, info.k
-    if any(c.family == MfmaDense.name for c in cands):
+def _order_hip(mm, cands, dtype):
+    """HIP: cands in the order of gimmik.cost's estimate (plan facts) on
+    the arch their gcn_arch names, for mm's baked n (else
+    cost.DEFAULT_N), with cost.rank's family diversity."""
+    if not cands:
         return []
-    cs1, bs1, ms4, ms2 = HIP_CSTREAM, HIP_BSTREAM, HIP_MSPLIT4, HIP_MSPLIT2
-    ks2, ks4 = list(HIP_KSPLIT2), list(HIP_KSPLIT4)
-    dense = info.density >= MSPLIT_DENSITY
-    lead = list(HIP_BOUNDED) if m > HIP_BIG_M else []
-    if k > m:
-        ks = ks4 + ks2 if k >= 4*KSPLIT_MIN_COLS else ks2 + ks4
-        return lead + (ks + [cs1, bs1, ms4] if dense
-                       else [cs1, bs1] + ks + [ms4])
-    if m >= 2*k and dense:
-        return lead + [ms4, ms2, cs1, bs1] + ks2
-    return lead + [cs1, bs1] + ks2 + [ms4]
+    arch = cost.hip_arch(cands[0].opts.get('gcn_arch',
+                                           cost.DEFAULT_HIP_ARCH))
+    return [c for c, _ in cost.rank(mm, cands, dtype, arch, mm.n)]
 
 
-def order_candidates(info, cands, platform, beta=0.0, n=None):
+def order_candidates(info, cands, platform, beta=0.0, n=None, mm=None,
+                     dtype=None):
     """`cands` (a platform table's output for the operator `info`
     describes) in the order to offer them; n: the panel width where the
-    generator bakes it (the generator's own n), else None.  The 'cuda'
-    and 'hip' platforms have rules (HIP's do not use n or beta); others
-    keep the table order.  A candidate is placed by its row id
-    (Candidate.row): the rows the rules name first, in their order, the
-    others after them in their given order."""
+    generator bakes it (the generator's own n), else None.  'cuda' has
+    rules: a candidate is placed by its row id (Candidate.row), the rows
+    the rules name first, in their order, the others after them in their
+    given order.  'hip' is ordered by gimmik.cost's estimate, which needs
+    the generator `mm` and the dtype.  Other platforms keep the table
+    order."""
     cands = list(cands)
-    if platform == 'cuda':
-        prefs = _prefs(info, cands, beta, n)
-    elif platform == 'hip':
-        prefs = _prefs_hip(info, cands)
-    else:
+    if platform in ESTIMATED:
+        if mm is None or dtype is None:
+            raise ValueError(f'the {platform} order is estimated: it needs '
+                             'the generator (mm) and the dtype')
+        return _order_hip(mm, cands, dtype)
+    if platform != 'cuda':
         return cands
+    prefs = _prefs(info, cands, beta, n)
     rank = {}
     for r, row in enumerate(prefs):
         rank.setdefault(row, r)

@@ -66,6 +66,21 @@ def test_arch_names():
         cost.arch(942)
 
 
+@pytest.mark.parametrize('gcn,want', [
+    ('gfx942:sramecc+:xnack-', 'gfx942'), ('gfx942', 'gfx942'),
+    ('gfx90a:xnack+', 'gfx90a'), ('gfx940', 'gfx942'), ('gfx950', 'gfx942'),
+    ('gfx908', 'gfx90a'), ('gfx1100', cost.DEFAULT_HIP_ARCH),
+    ('sm_90', cost.DEFAULT_HIP_ARCH)])
+def test_hip_arch(gcn, want):
+    assert cost.hip_arch(gcn) == want
+    assert cost.arch(cost.hip_arch(gcn)).platform == 'hip'
+
+
+def test_hip_arch_type():
+    with pytest.raises(TypeError, match='gcn_arch'):
+        cost.hip_arch(942)
+
+
 # -- the estimate on hand-made work ----------------------------------------
 
 def test_monotone_in_bytes():
@@ -289,6 +304,13 @@ def test_add_isa_estimates():
     for r in rows[:3]:
         assert r['est_us'] > 0 and 0 < r['est_copy_frac'] <= 1
     assert 'est_us' not in rows[3]
+    # an arch without constants of its own: those the order uses
+    # (hip_arch), the same estimate as its nearest part's
+    c = cands[0]
+    near = [{'variant': c.variant, 'arch': a, **rep}
+            for a in ('gfx950', 'gfx942')]
+    cost.add_isa_estimates(mm, near, np.float64, n=1 << 20)
+    assert near[0]['est_us'] == near[1]['est_us'] > 0
 
 
 def test_diverse_ignores_far_families():
@@ -316,3 +338,103 @@ def test_rank_keeps_far_families_back():
                         if f.seconds < e.seconds]
         if faster_later:
             assert e.seconds <= cost.DIVERSE_WITHIN*best
+
+
+# -- bstream-mgroup: B re-read a group, LDS-fed FMAs ------------------------
+
+def _mgroup(A, arch_opts=None):
+    mm = HIPMatMul(A, aligne=16, n=4096, ldb=4096, ldc=4096)
+    cands = [c for c in mm.candidates(np.float64, gcn_arch='gfx942')
+             if c.family == 'bstream-mgroup']
+    assert cands
+    return mm, cands
+
+
+def test_mgroup_waits_a_chunk_of_its_own_group():
+    """Two groups: rows 0-63 use B rows 0-99 (two chunks of 64), rows
+    64-127 B rows 100-139 (one): a block waits for its own group's
+    chunks (2), not for every group's (3)."""
+    A = np.zeros((128, 140))
+    A[:64, :100] = np.random.default_rng(0).standard_normal((64, 100))
+    A[64:, 100:] = 1.0
+    mm, cands = _mgroup(A)
+    c = next(c for c in cands if c.params['bsz'] == 64
+             and c.params['msplit']*c.params['rows'] == 64)
+    w = cost.work(mm, c, np.float64)
+    assert w.waits == 2 and w.row_groups == 2
+    # B rows read once a group: 100 + 40 of them, C 128 rows
+    assert w.l2_bytes == 8*(140 + 128)
+    assert w.lds_fed
+
+
+def test_mgroup_reads_b_again_per_group():
+    """The same B rows used by every group are read once a group."""
+    A = np.ones((128, 40))
+    mm, cands = _mgroup(A)
+    for c in cands:
+        w = cost.work(mm, c, np.float64)
+        assert w.l2_bytes == 8*(40*w.row_groups + 128), c.variant
+        assert w.dram_bytes == 8*(40 + 128)
+
+
+def test_lds_fed_fmas_slower():
+    w = stream_work(valu_flops=1 << 16)
+    assert est(replace(w, lds_fed=True)) > est(w)
+    e = cost.estimate(replace(w, lds_fed=True), FACTS, SM90, N)
+    e0 = cost.estimate(w, FACTS, SM90, N)
+    assert e.terms['valu'] == pytest.approx(
+        cost.LDS_FED_SLOWDOWN*e0.terms['valu'])
+
+
+def test_isa_counts_shared_by_row_groups():
+    """A straight kernel switching over G row groups runs 1/G of the
+    instructions and full waits clang counts in it: with the same facts,
+    more groups cost no more instructions a column."""
+    f = cost.Facts(registers=64, instructions=20000, full_waits=64)
+    one = cost.estimate(stream_work(), f, SM90, N)
+    many = cost.estimate(stream_work(row_groups=16, cols_per_block=128),
+                         f, SM90, N)
+    assert many.terms['issue'] <= one.terms['issue']
+    assert many.terms['latency'] < 16*one.terms['latency']
+
+
+# -- HIP plan facts: clang-19's waits for C ----------------------------------
+
+def test_hip_plan_facts_wait_a_row_of_c():
+    """Where C is read, a HIP cstream thread waits for each row's load of
+    C (clang-19: about m full waits); beta 0, the preloaded C of the
+    m-split bstream and CUDA's facts have none."""
+    A = _op(48, 16)
+    for beta, want in ((0.0, 0), (1.0, 48), (-0.5, 48)):
+        mm = HIPMatMul(A, beta=beta, aligne=16, n=4096, ldb=4096, ldc=4096)
+        cands = mm.candidates(np.float64, gcn_arch='gfx942')
+        cs = next(c for c in cands if c.family == 'cstream')
+        assert cost.plan_facts(mm, cs, np.float64).full_waits == want
+        for c in cands:
+            if c.params.get('preload_c'):
+                assert cost.plan_facts(mm, c, np.float64).full_waits == 0
+    mm = CUDAMatMul(A, beta=1.0, aligne=16)
+    for c in mm.candidates(np.float64):
+        assert cost.plan_facts(mm, c, np.float64).full_waits is None
+
+
+def test_c_row_waits_slow_the_stream():
+    A = _op(200, 60, density=0.2)
+    mm = HIPMatMul(A, beta=1.0, aligne=16, n=1 << 17, ldb=1 << 17,
+                   ldc=1 << 17)
+    cs = next(c for c in mm.candidates(np.float64, gcn_arch='gfx942')
+              if c.family == 'cstream')
+    f = cost.plan_facts(mm, cs, np.float64)
+    slow = cost.estimate_candidate(mm, cs, np.float64, 'gfx942', 1 << 17, f)
+    fast = cost.estimate_candidate(mm, cs, np.float64, 'gfx942', 1 << 17,
+                                   replace(f, full_waits=0))
+    assert slow.seconds > fast.seconds
+
+
+def test_isa_instructions_shared_by_wave_paths():
+    """Waves switching over their rows each run 1/wave_paths of the
+    unrolled code clang counts."""
+    f = cost.Facts(registers=64, instructions=40000)
+    one = cost.estimate(stream_work(), f, SM90, N)
+    four = cost.estimate(stream_work(wave_paths=4), f, SM90, N)
+    assert four.terms['issue'] == pytest.approx(one.terms['issue'] / 4)

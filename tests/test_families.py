@@ -112,10 +112,23 @@ def test_a_row_no_rule_places_is_an_error():
 
 
 def test_a_tail_row_a_rule_names_is_an_error():
-    named = sorted(RULE_ROWS['hip'])[0]
+    named = sorted(RULE_ROWS['cuda'])[0]
     table = [Row(r.id, r.family, r.params, ' '.join(r.gates),
-                 tail=r.tail or r.id == named) for r in hip.CANDIDATES]
+                 tail=r.tail or r.id == named) for r in cuda.CANDIDATES]
     with pytest.raises(ValueError, match=f'{named}.*says tail'):
+        check_table(table, cuda.GATES, 'cuda', placed_rows('cuda', table))
+
+
+def test_hip_rows_are_all_placed_by_the_estimate():
+    """The estimate orders every HIP row: none says tail, and one that
+    does is an error."""
+    assert placed_rows('hip', hip.CANDIDATES) == {
+        r.id for r in hip.CANDIDATES}
+    assert not any(r.tail for r in hip.CANDIDATES)
+    row = hip.CANDIDATES[0]
+    table = [Row(row.id, row.family, row.params, ' '.join(row.gates),
+                 tail=True)] + hip.CANDIDATES[1:]
+    with pytest.raises(ValueError, match=f'{row.id}.*says tail'):
         check_table(table, hip.GATES, 'hip', placed_rows('hip', table))
 
 
