@@ -365,7 +365,8 @@ def summarise(path):
         worst = max(rs, key=lambda r: float(r['ours_over_up']))
         lines.append(
             f'n={n}: {len(x)} operators, in context ours/up geomean '
-            f'{report.geomean(x):.4f}, {sum(v > 1.03 for v in x)} > 1.03, worst '
+            f'{report.geomean(x):.4f}, {sum(v > 1.03 for v in x)} > 1.03, '
+            'worst '
             f'{worst["ours_over_up"]} ({worst["op"]}); hot loop geomean '
             f'{report.geomean(h) if h else math.nan:.4f}')
         b8 = [float(r['walk_over_best8']) for r in rs
@@ -662,8 +663,12 @@ def main(argv=None):
     out = os.path.join(args.out, f'{args.name}.csv')
     cand_out = os.path.join(args.out, f'{args.name}-candidates.csv')
     done = report.read_done(out)
-    work = [(name, replay.pyfr_panel(t, replay.nvars_of(replay.split_name(name)[1]))[1])
-            for t in sorted(args.n) for name in ops]
+
+    def panel(name, t):
+        nvars = replay.nvars_of(replay.split_name(name)[1])
+        return replay.pyfr_panel(t, nvars)[1]
+
+    work = [(name, panel(name, t)) for t in sorted(args.n) for name in ops]
     work = [w for w in work if w not in done]
     print(f'{dev.name}; {len(work)} (operator, n) to do, {len(done)} done',
           flush=True)

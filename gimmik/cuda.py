@@ -2,7 +2,8 @@
 
 The streaming families are the HIP ones for a 32-wide warp, with read-only
 (`ld.global.nc`) or evict-first (`ld.global.cs`) loads of B and stores of C
-cached in L2 (`st.global.cg`: in a solver the next kernel reads C); `cstream-mblock` splits the rows of A across blocks.
+cached in L2 (`st.global.cg`: in a solver the next kernel reads C);
+`cstream-mblock` splits the rows of A across blocks.
 `mma-gemm` runs f64 operators on the FP64 tensor cores: a GEMM with 2-D
 block tiling, A and B staged through shared memory by cp.async, m8n8k4 or
 Hopper's m16n8k4/k8/k16, zero slabs of A skipped.  The families are
