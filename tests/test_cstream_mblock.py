@@ -104,6 +104,9 @@ def test_platform_batches(rng):
     assert all(len(b.rows) == 1 and not b.crows
                for _, bs in cuda.plan for b in bs)
     assert isinstance(hip, CstreamMblock)
+    # beta 0: one row a batch on HIP too
+    hip0 = HIPMatMul(A, beta=0.0).kernel(cand, np.float64)
+    assert hip0.plan == mblock_groups(A, 4, 0.0, None)
 
 
 @pytest.mark.parametrize('dtype', [np.float64, np.float32])

@@ -8,13 +8,16 @@ from gimmik import plans
 from gimmik.families import (FREE_REGISTER_ESTIMATE, MAX_REGISTERS,
                              Family, Geometry)
 
-# Global loads a thread issues before it consumes any of them, per
-# platform (None: each row of C loads its own B rows just before it, C's
-# old value inside its update).  On HIP a wave then waits for all its
-# loads (s_waitcnt vmcnt(0)) once a batch, not once a row: clang-19 keeps
-# loads where the source puts them, and a row's beta*C load, consumed at
-# once, drained the memory pipe every row (p4-pri-m6, beta 1: 65 full
-# waits on 490 loads).
+# Global loads a thread issues before it consumes any of them where beta
+# != 0, per platform (None: each row of C loads its own B rows just before
+# it, C's old value inside its update).  On HIP a wave then waits for all
+# its loads (s_waitcnt vmcnt(0)) once a batch, not once a row: clang-19
+# keeps loads where the source puts them, and a row's beta*C load,
+# consumed at once, drained the memory pipe every row (p4-pri-m6, beta 1,
+# 16 groups: 65 full waits on 490 loads, 15 in batches).  With beta 0
+# clang-19 already waits at most once per 8 loads on one row a batch, and
+# batching B alone only costs registers (p4-hex-m460, 16 groups: 64 to 88
+# VGPRs, 8 to 5 waves a SIMD).
 BATCH_LOADS = {'hip': 8, 'cuda': None}
 
 
@@ -97,8 +100,9 @@ class CstreamMblock(Family):
                         row_groups=self.params['groups'])
 
     def build_plan(self):
-        return mblock_groups(self.A, self.params['groups'], self.mm.beta,
-                             BATCH_LOADS[self.mm.platform])
+        beta = self.mm.beta
+        return mblock_groups(self.A, self.params['groups'], beta,
+                             BATCH_LOADS[self.mm.platform] if beta else None)
 
     def context(self):
         return {'groups': self.plan}
