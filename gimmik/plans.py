@@ -229,6 +229,24 @@ def load_batches(plan, beta, min_loads):
     return out
 
 
+def load_runs(loads, min_loads):
+    """Consecutive runs of items (as (start, stop) index pairs) whose
+    loads (a count per item) add up to at least min_loads each; a short
+    last run joins the one before."""
+    runs, start, count = [], 0, 0
+    for idx, n in enumerate(loads):
+        count += n
+        if count >= min_loads:
+            runs.append((start, idx + 1))
+            start, count = idx + 1, 0
+    if start < len(loads):
+        if runs:
+            runs[-1] = (runs[-1][0], len(loads))
+        else:
+            runs.append((start, len(loads)))
+    return runs
+
+
 def batched_live_values(batches):
     """The most values a thread holds at once: the B values from their
     batch to the batch of their last use plus a batch's C values."""

@@ -1,8 +1,9 @@
 """cstream-mblock (gimmik.families.cstream_mblock) and cstream in load
 batches: on HIP with beta != 0 a group's rows are computed in batches
 (gimmik.plans.load_batches, tested in tests/test_plans.py), on CUDA and
-with beta 0 one row a batch; the batched kernels run exactly in the
-executor and a changed value is caught.  The other executor runs of
+with beta 0 one row a batch; bstream on HIP loads B and C in runs; the
+batched kernels run exactly in the executor and a changed value is
+caught.  The other executor runs of
 cstream-mblock are in tests/test_bstream_mgroup.py, the ISA check of the
 batched waits in tests/test_isa.py."""
 
@@ -62,7 +63,7 @@ def test_cstream_batches(rng):
 
 # (family, parameters): two columns a thread and a ragged n
 BATCHED = [('cstream-mblock', dict(width=2, groups=3)),
-           ('cstream', dict(width=2))]
+           ('cstream', dict(width=2)), ('bstream', dict(width=2))]
 
 
 @pytest.mark.parametrize('family,params', BATCHED,
@@ -78,18 +79,48 @@ def test_batched_kernel_emulated(rng, family, params, dtype, beta):
     cand = Candidate(family, params, OPTS)
     src, meta = mm.render(cand, dtype)
     assert ('cin' in src) == (beta != 0)
+    assert ('bv1' in src) == (family == 'bstream')
     p = Panels(rng, A, beta, dtype, n, lb, lc)
     run_hip(src, meta, p.b, p.c)
     p.check(f'{meta["variant"]} {np.dtype(dtype).name} beta={beta}')
 
     kern = mm.kernel(cand, dtype)
-    plan = kern.plan[1][1] if family == 'cstream-mblock' else [
-        kern.plan]
-    rows = [r for b in plan for r in getattr(b, 'rows', b) if r.terms]
-    j, v = rows[len(rows) // 2].terms[0]
-    rows[len(rows) // 2].terms[0] = (j, v + 1.0)
+    if family == 'bstream':
+        terms = kern.plan[len(kern.plan) // 2].terms
+        i, v, first = terms[0]
+        terms[0] = (i, v + 1.0, first)
+    else:
+        plan = kern.plan[1][1] if family == 'cstream-mblock' else [
+            kern.plan]
+        rows = [r for b in plan for r in getattr(b, 'rows', b) if r.terms]
+        j, v = rows[len(rows) // 2].terms[0]
+        rows[len(rows) // 2].terms[0] = (j, v + 1.0)
     src, meta = mm.render(cand, dtype)
     p = Panels(rng, A, beta, dtype, n, lb, lc)
     run_hip(src, meta, p.b, p.c)
     with pytest.raises(AssertionError, match='relative error'):
         p.check('mutated')
+
+
+def test_bstream_runs(rng):
+    A = group_operator(rng)
+    used = int((A != 0).any(axis=0).sum())
+    cand = Candidate('bstream', dict(width=1), OPTS)
+    for beta in (0.0, 1.0, -0.5):
+        kern = HIPMatMul(A, beta=beta).kernel(cand, np.float64)
+        bruns, cruns = kern.runs()
+        assert [cp for r in bruns for cp in r] == kern.plan
+        assert all(len(r) >= BATCH_LOADS['hip'] for r in bruns)
+        assert sum(map(len, bruns)) == used
+        if beta == 0:
+            assert cruns is None
+            continue
+        assert [i for rows, _ in cruns for i in rows] == list(
+            range(A.shape[0]))
+        # beta 1: the zero rows of A are left as they are, not read
+        read = {i for _, crows in cruns for i in crows}
+        assert (3 in read) == (beta != 1)
+    cuda = CUDAMatMul(A, beta=1.0).kernel(
+        Candidate('bstream', dict(width=1), {'compute_capability': (9, 0)}),
+        np.float64)
+    assert cuda.runs() == (None, None)

@@ -2,14 +2,15 @@
 beta != 0): batches cover every row and every B row once, each issues at
 least min_loads loads before its rows consume them, a short last batch
 joins the one before; the register estimate follows the batches and is
-cstream's at one row a batch."""
+cstream's at one row a batch.  load_runs (bstream's runs on HIP): runs
+cover the items in order, each of at least min_loads loads."""
 
 import numpy as np
 import pytest
 
 from conftest import random_operator
 from gimmik.plans import (batched_live_values, cstream_live_b, cstream_plan,
-                          load_batches, reads_c)
+                          load_batches, load_runs, reads_c)
 
 
 def group_operator(rng, m=40, k=24, density=0.15):
@@ -80,3 +81,23 @@ def test_batched_estimate_counts_b_and_c():
     assert batched_live_values(batches) == 6
     assert batched_live_values(load_batches(cstream_plan(A), 0.0, None)) == 2
     assert batched_live_values(load_batches(cstream_plan(A), 0.0, 2)) == 3
+
+
+@pytest.mark.parametrize('loads,min_loads,runs', [
+    ([1]*20, 8, [(0, 8), (8, 20)]),
+    ([1]*16, 8, [(0, 8), (8, 16)]),
+    ([1]*5, 8, [(0, 5)]),
+    ([0, 3, 0, 6, 1, 3, 0], 4, [(0, 4), (4, 7)]),
+    ([0, 3, 0, 6, 1, 1, 0], 4, [(0, 7)]),
+    ([], 8, []),
+])
+def test_load_runs(loads, min_loads, runs):
+    assert load_runs(loads, min_loads) == runs
+
+
+def test_load_runs_cover_and_reach_min(rng):
+    loads = list(rng.integers(0, 3, size=50))
+    runs = load_runs(loads, 8)
+    assert runs[0][0] == 0 and runs[-1][1] == 50
+    assert all(a[1] == b[0] for a, b in zip(runs, runs[1:]))
+    assert all(sum(loads[a:b]) >= 8 for a, b in runs)

@@ -95,7 +95,10 @@ FREE_REGISTER_ESTIMATE = 64
 # them (cstream of p3-pri-m3, beta 1: 74 to 130 VGPRs).  With beta 0
 # clang-19 already waits at most once per 8 loads on one row a batch, and
 # batching B alone only costs registers (p4-hex-m460, 16 groups: 64 to 88
-# VGPRs, 8 to 5 waves a SIMD).
+# VGPRs, 8 to 5 waves a SIMD).  bstream (gimmik.plans.load_runs) loads B's
+# rows, whatever beta, and C's old values in runs of this many: one B row
+# at a time it waited for each (p4-pri-m3, beta 1: 165 full waits on 180
+# loads, 1 in runs, at 156 to 256 VGPRs, 3 waves to 1).
 BATCH_LOADS = {'hip': 8, 'cuda': None, 'c': None}
 
 
