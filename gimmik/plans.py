@@ -190,6 +190,80 @@ def cstream_live_b(plan):
 
 
 @dataclass
+class LoadBatch:
+    """cstream in load batches: rows of C computed after one batch of
+    loads, of the B rows they are the first of the plan to need (`loads`)
+    and of the old values of rows `crows` of C (row indices of the plan)."""
+    loads: list        # [j]
+    crows: list        # [i]
+    rows: list         # [RowPlan]
+
+
+def reads_c(row, beta):
+    """Whether computing row `row` of C reads its old value."""
+    return beta != 0 and (bool(row.terms) or beta != 1)
+
+
+def load_batches(plan, beta, min_loads):
+    """A cstream plan cut into consecutive batches of rows, each
+    issuing at least min_loads global loads (B rows first needed there and,
+    where beta != 0, the C values read ahead) before its rows consume them;
+    a short last batch joins the one before.  min_loads None: one row a
+    batch, its C value read in its update (crows empty)."""
+    if min_loads is None:
+        return [LoadBatch(list(row.loads), [], [row]) for row in plan]
+    out, cur = [], None
+    for row in plan:
+        if cur is None or count >= min_loads:
+            cur, count = LoadBatch([], [], []), 0
+            out.append(cur)
+        cur.loads += row.loads
+        cur.rows.append(row)
+        if reads_c(row, beta):
+            cur.crows.append(row.i)
+        count = len(cur.loads) + len(cur.crows)
+    if len(out) > 1 and count < min_loads:
+        last = out.pop()
+        for name in ('loads', 'crows', 'rows'):
+            getattr(out[-1], name).extend(getattr(last, name))
+    return out
+
+
+def load_runs(loads, min_loads):
+    """Consecutive runs of items (as (start, stop) index pairs) whose
+    loads (a count per item) add up to at least min_loads each; a short
+    last run joins the one before."""
+    runs, start, count = [], 0, 0
+    for idx, n in enumerate(loads):
+        count += n
+        if count >= min_loads:
+            runs.append((start, idx + 1))
+            start, count = idx + 1, 0
+    if start < len(loads):
+        if runs:
+            runs[-1] = (runs[-1][0], len(loads))
+        else:
+            runs.append((start, len(loads)))
+    return runs
+
+
+def batched_live_values(batches):
+    """The most values a thread holds at once: the B values from their
+    batch to the batch of their last use plus a batch's C values."""
+    last = {}
+    for q, batch in enumerate(batches):
+        for row in batch.rows:
+            for j, _ in row.terms:
+                last[j] = q
+    live = best = 0
+    for q, batch in enumerate(batches):
+        live += len(batch.loads)
+        best = max(best, live + len(batch.crows))
+        live -= sum(1 for lq in last.values() if lq == q)
+    return best
+
+
+@dataclass
 class RowBlockPlan:
     """rowblock (looped, not unrolled): the used rows of B, `bix`, are packed
     per column block into a contiguous buffer, packed row p holding B row

@@ -507,3 +507,39 @@ def test_large_sparse_offer_no_scratch_and_waves(name, beta):
             assert rep['scratch_bytes'] == 0, what
             waves.append(rep['occupancy'])
         assert sum(w >= 2 for w in waves) >= 3, f'{name} {arch}: {waves}'
+
+
+# -- the unrolled streams with beta != 0: loads batched ---------------------
+# A row's beta*C load consumed at once made clang-19 wait for all loads
+# nearly every row: cstream-mblock in 16 groups on a p4-pri-m6-shaped
+# operator (225 x 105, beta 1) 4 times a group of 31 loads, cstream on a
+# p4-hex-m6-shaped one 391 times on 525 loads.  In batches of 8 loads a
+# block's path waits at most once per 8 loads (bench/hip_offer_audit.py's
+# target).
+BATCHED_WAITS = [('p4-pri-m6', 1.0, 'cstream-mblock',
+                  dict(width=1, groups=16)),
+                 ('p4-hex-m6', 1.0, 'cstream', dict(width=1))]
+
+
+@pytest.mark.parametrize('name,beta,family,params', BATCHED_WAITS,
+                         ids=[f'{n}-{f}' for n, _, f, _ in BATCHED_WAITS])
+def test_beta_loads_batched(name, beta, family, params):
+    _clang_or_skip()
+    from bench.hip_offer_audit import vm0_ok
+    from gimmik.base import Candidate
+    from gimmik.hip import HIPMatMul
+
+    A = _operator(name)
+    mm = HIPMatMul(A, beta=beta, aligne=16, n=PYFR_N, ldb=PYFR_N,
+                   ldc=PYFR_N)
+    for arch in ARCHES:
+        cand = Candidate(family, params, {'gcn_arch': arch,
+                                          'warp_size': 64})
+        src, meta = mm.render(cand, np.float64)
+        assert 'cin' in src, 'C is not read ahead'
+        rep = isa.inspect(src, arch)
+        what = f'{name} {meta["variant"]} {arch}'
+        assert rep['scratch_bytes'] == 0, what
+        loads = sum(rep['global_loads'].values())
+        assert vm0_ok(rep, meta.get('row_groups', 1)), \
+            f'{what}: {rep["vmcnt0"]} vmcnt(0) for {loads} loads'

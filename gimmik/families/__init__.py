@@ -82,6 +82,25 @@ MAX_REGISTERS = {'hip': 200, 'cuda': 160}
 # sm_80 spilled an f32 cstream without the minimum.
 FREE_REGISTER_ESTIMATE = 64
 
+# The unrolled cstream families (cstream, cstream-mblock): the global loads
+# a thread issues before it consumes any of them where beta != 0, per
+# platform (gimmik.plans.load_batches; None: each row of C loads its own B
+# rows just before it, C's old value inside its update).  On HIP a wave
+# then waits for all its loads (s_waitcnt vmcnt(0)) once a batch, not once
+# a row: clang-19 keeps loads where the source puts them, and a row's
+# beta*C load, consumed at once, drained the memory pipe every row
+# (p4-pri-m6, beta 1, 16 groups: 65 full waits on 490 loads, 15 in
+# batches; cstream of p4-hex-m6: 391 on 525, 18 in batches).  Batches cost
+# registers: the C values of up to 8 rows and what clang-19 hoists with
+# them (cstream of p3-pri-m3, beta 1: 74 to 130 VGPRs).  With beta 0
+# clang-19 already waits at most once per 8 loads on one row a batch, and
+# batching B alone only costs registers (p4-hex-m460, 16 groups: 64 to 88
+# VGPRs, 8 to 5 waves a SIMD).  bstream (gimmik.plans.load_runs) loads B's
+# rows, whatever beta, and C's old values in runs of this many: one B row
+# at a time it waited for each (p4-pri-m3, beta 1: 165 full waits on 180
+# loads, 1 in runs, at 156 to 256 VGPRs, 3 waves to 1).
+BATCH_LOADS = {'hip': 8, 'cuda': None, 'c': None}
+
 
 @dataclass(frozen=True)
 class Geometry:
@@ -168,6 +187,11 @@ class Family:
         return blocks
 
     # -- shared ----------------------------------------------------------
+    def batch_min_loads(self):
+        """The loads a cstream load batch issues (BATCH_LOADS) where the
+        kernel reads C, else None (one row a batch)."""
+        return BATCH_LOADS[self.mm.platform] if self.mm.beta != 0 else None
+
     def register_limit(self):
         """The most registers the estimate may give on this candidate's
         platform (max_registers), None for no limit."""

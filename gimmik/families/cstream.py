@@ -1,5 +1,6 @@
 """cstream: one thread per column group; each row of C in turn, loading
-each row of B the first time a row needs it (HIP, CUDA and C)."""
+each row of B the first time a row needs it (HIP, CUDA and C); on the GPUs
+in load batches (gimmik.plans.load_batches) where C is read."""
 
 from gimmik import plans
 from gimmik.families import (FREE_REGISTER_ESTIMATE, REGISTER_MARGIN,
@@ -22,8 +23,17 @@ class Cstream(Family):
     def build_plan(self):
         return self.mm.memo('cstream', lambda: plans.cstream_plan(self.A))
 
+    def batches(self):
+        """The plan in load batches (the GPU template walks these; one
+        row a batch on CUDA and C)."""
+        return plans.load_batches(self.plan, self.mm.beta,
+                                  self.batch_min_loads())
+
+    def context(self):
+        return {'plan': self.plan, 'batches': self.batches()}
+
     def live_values(self):
-        return plans.cstream_live_b(self.plan)
+        return plans.batched_live_values(self.batches())
 
     def registers(self):
         if self.params.get('ld') == 'reload':

@@ -1,19 +1,19 @@
-"""cstream-mblock (CUDA): the rows of A split into `groups` contiguous
-groups of similar work, one group per block (row_groups blocks per column
-tile); within a group it is cstream."""
+"""cstream-mblock: the rows of A split into `groups` contiguous groups of
+similar work, one group per block (row_groups blocks per column tile);
+within a group it is cstream, its rows computed in load batches."""
 
 from gimmik import plans
 from gimmik.families import (FREE_REGISTER_ESTIMATE, MAX_REGISTERS,
                              Family, Geometry)
 
-
-def mblock_groups(A, groups):
-    """[(first row, cstream plan of the rows)] for `groups` contiguous row
-    groups of similar work (empty ones dropped)."""
+def mblock_groups(A, groups, beta=0.0, min_loads=None):
+    """[(first row, [plans.LoadBatch])] for `groups` contiguous row groups
+    of similar work (empty ones dropped)."""
     out = []
     for r0, r1 in plans.balanced_row_groups(A, groups):
         if r1 > r0:
-            out.append((r0, plans.cstream_plan(A[r0:r1])))
+            out.append((r0, plans.load_batches(
+                plans.cstream_plan(A[r0:r1]), beta, min_loads)))
     return out
 
 
@@ -29,10 +29,12 @@ class CstreamMblock(Family):
                         row_groups=self.params['groups'])
 
     def build_plan(self):
-        return mblock_groups(self.A, self.params['groups'])
+        return mblock_groups(self.A, self.params['groups'], self.mm.beta,
+                             self.batch_min_loads())
 
     def context(self):
         return {'groups': self.plan}
 
     def live_values(self):
-        return max(plans.cstream_live_b(plan) for _, plan in self.plan)
+        return max(plans.batched_live_values(batches)
+                   for _, batches in self.plan)

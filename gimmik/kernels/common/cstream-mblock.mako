@@ -2,17 +2,24 @@
 ## cstream-mblock: the rows of A are split into len(groups) groups of
 ## similar work, one group per block; consecutive blocks take the groups of
 ## one column tile in turn, so the B rows that several groups need are read
-## from DRAM once and from L2 after.  Within a group it is cstream: each row
-## of C in turn, loading each B row the first time the group needs it.
+## from DRAM once and from L2 after.  Within a group it is cstream, batch
+## by batch (families/cstream_mblock.py): a batch loads the B rows its rows
+## are the first to need and the old values of its crows of C, then
+## computes its rows of C in turn.
 <%def name="rows(g, w)">\
 <%
-    r0, plan = groups[g]
+    r0, batches = groups[g]
 %>\
-% for row in plan:
-% for j in row.loads:
+% for batch in batches:
+% for j in batch.loads:
             const ${self.vt(w)} b${j} = ${self.load_b(j, 'col', w)};
 % endfor
-${self.finish(r0 + row.i, 'col', w, ' + '.join(f'{lit(v)}*b{j}' for j, v in row.terms) or None)}\
+% for i in batch.crows:
+            const ${self.vt(w)} cin${r0 + i} = ${self.load_c(r0 + i, 'col', w)};
+% endfor
+% for row in batch.rows:
+${self.finish(r0 + row.i, 'col', w, ' + '.join(f'{lit(v)}*b{j}' for j, v in row.terms) or None, f'cin{r0 + row.i}' if row.i in batch.crows else None)}\
+% endfor
 % endfor
 </%def>
 ${self.prologue()}\

@@ -36,17 +36,22 @@ ${' '*len(kname)} ${dtype}* __restrict__ c, int ldc)
 </%def>
 
 ## Final value of row i of C from an accumulator expression (None: A's row i
-## is zero).  Emits nothing when beta = 1 and the row is zero.
-<%def name="finish(i, col, w, acc)">\
+## is zero).  Emits nothing when beta = 1 and the row is zero.  cold: the
+## name of C's old value where the family has loaded it, else it is loaded
+## here.
+<%def name="finish(i, col, w, acc, cold=None)">\
+<%
+    old = cold or self.load_c(i, col, w)
+%>\
 % if beta == 0:
         ${self.store_c(i, col, w, acc if acc is not None else self.vt(w) + '{}')};
 % elif acc is None and beta == 1:
 % elif acc is None:
-        ${self.store_c(i, col, w, betalit + '*' + self.load_c(i, col, w))};
+        ${self.store_c(i, col, w, betalit + '*' + old)};
 % elif beta == 1:
-        ${self.store_c(i, col, w, acc + ' + ' + self.load_c(i, col, w))};
+        ${self.store_c(i, col, w, acc + ' + ' + old)};
 % else:
-        ${self.store_c(i, col, w, acc + ' + ' + betalit + '*' + self.load_c(i, col, w))};
+        ${self.store_c(i, col, w, acc + ' + ' + betalit + '*' + old)};
 % endif
 </%def>
 

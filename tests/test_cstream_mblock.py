@@ -1,0 +1,126 @@
+"""cstream-mblock (gimmik.families.cstream_mblock) and cstream in load
+batches: on HIP with beta != 0 a group's rows are computed in batches
+(gimmik.plans.load_batches, tested in tests/test_plans.py), on CUDA and
+with beta 0 one row a batch; bstream on HIP loads B and C in runs; the
+batched kernels run exactly in the executor and a changed value is
+caught.  The other executor runs of
+cstream-mblock are in tests/test_bstream_mgroup.py, the ISA check of the
+batched waits in tests/test_isa.py."""
+
+import numpy as np
+import pytest
+
+from conftest import Panels, random_operator
+from gimmik import CUDAMatMul, HIPMatMul
+from gimmik.base import Candidate
+from gimmik.emulate import run_hip
+from gimmik.families import BATCH_LOADS
+from gimmik.families.cstream_mblock import CstreamMblock, mblock_groups
+
+OPTS = {'gcn_arch': 'gfx942', 'warp_size': 64}
+
+
+def group_operator(rng, m=40, k=24, density=0.15):
+    A = random_operator(rng, m, k, density)
+    A[3] = 0                    # a zero row: read only where beta != 1
+    A[10:14] = 0
+    return A
+
+
+def test_platform_batches(rng):
+    A = group_operator(rng)
+    cand = Candidate('cstream-mblock', dict(width=1, groups=4), OPTS)
+    hip = HIPMatMul(A, beta=1.0).kernel(cand, np.float64)
+    assert hip.plan == mblock_groups(A, 4, 1.0, BATCH_LOADS['hip'])
+    assert any(len(b.rows) > 1 for _, bs in hip.plan for b in bs)
+    cuda = CUDAMatMul(A, beta=1.0).kernel(
+        Candidate('cstream-mblock', dict(width=1, groups=4),
+                  {'compute_capability': (9, 0)}), np.float64)
+    assert all(len(b.rows) == 1 and not b.crows
+               for _, bs in cuda.plan for b in bs)
+    assert isinstance(hip, CstreamMblock)
+    # beta 0: one row a batch on HIP too
+    hip0 = HIPMatMul(A, beta=0.0).kernel(cand, np.float64)
+    assert hip0.plan == mblock_groups(A, 4, 0.0, None)
+
+
+def test_cstream_batches(rng):
+    A = group_operator(rng)
+    cand = Candidate('cstream', dict(width=1), OPTS)
+    hip = HIPMatMul(A, beta=-0.5).kernel(cand, np.float64)
+    batches = hip.context()['batches']
+    assert any(len(b.rows) > 1 for b in batches)
+    assert [r.i for b in batches for r in b.rows] == list(range(A.shape[0]))
+    for beta in (0.0, 1.0):
+        mm = (HIPMatMul(A, beta=0.0) if beta == 0 else
+              CUDAMatMul(A, beta=beta))
+        opts = OPTS if beta == 0 else {'compute_capability': (9, 0)}
+        kern = mm.kernel(Candidate('cstream', dict(width=1), opts),
+                         np.float64)
+        assert all(len(b.rows) == 1 and not b.crows
+                   for b in kern.context()['batches'])
+
+
+# (family, parameters): two columns a thread and a ragged n
+BATCHED = [('cstream-mblock', dict(width=2, groups=3)),
+           ('cstream', dict(width=2)), ('bstream', dict(width=2))]
+
+
+@pytest.mark.parametrize('family,params', BATCHED,
+                         ids=[f for f, _ in BATCHED])
+@pytest.mark.parametrize('dtype', [np.float64, np.float32])
+@pytest.mark.parametrize('beta', [0.0, 1.0, -0.5])
+def test_batched_kernel_emulated(rng, family, params, dtype, beta):
+    """Batches of several rows, C read ahead, ragged n and padded strides:
+    exact in the executor; a changed value in one batch is caught."""
+    A = group_operator(rng)
+    n, lb, lc = 131, 134, 136
+    mm = HIPMatMul(A, beta=beta, aligne=2, n=n, ldb=lb, ldc=lc)
+    cand = Candidate(family, params, OPTS)
+    src, meta = mm.render(cand, dtype)
+    assert ('cin' in src) == (beta != 0)
+    assert ('bv1' in src) == (family == 'bstream')
+    p = Panels(rng, A, beta, dtype, n, lb, lc)
+    run_hip(src, meta, p.b, p.c)
+    p.check(f'{meta["variant"]} {np.dtype(dtype).name} beta={beta}')
+
+    kern = mm.kernel(cand, dtype)
+    if family == 'bstream':
+        terms = kern.plan[len(kern.plan) // 2].terms
+        i, v, first = terms[0]
+        terms[0] = (i, v + 1.0, first)
+    else:
+        plan = kern.plan[1][1] if family == 'cstream-mblock' else [
+            kern.plan]
+        rows = [r for b in plan for r in getattr(b, 'rows', b) if r.terms]
+        j, v = rows[len(rows) // 2].terms[0]
+        rows[len(rows) // 2].terms[0] = (j, v + 1.0)
+    src, meta = mm.render(cand, dtype)
+    p = Panels(rng, A, beta, dtype, n, lb, lc)
+    run_hip(src, meta, p.b, p.c)
+    with pytest.raises(AssertionError, match='relative error'):
+        p.check('mutated')
+
+
+def test_bstream_runs(rng):
+    A = group_operator(rng)
+    used = int((A != 0).any(axis=0).sum())
+    cand = Candidate('bstream', dict(width=1), OPTS)
+    for beta in (0.0, 1.0, -0.5):
+        kern = HIPMatMul(A, beta=beta).kernel(cand, np.float64)
+        bruns, cruns = kern.runs()
+        assert [cp for r in bruns for cp in r] == kern.plan
+        assert all(len(r) >= BATCH_LOADS['hip'] for r in bruns)
+        assert sum(map(len, bruns)) == used
+        if beta == 0:
+            assert cruns is None
+            continue
+        assert [i for rows, _ in cruns for i in rows] == list(
+            range(A.shape[0]))
+        # beta 1: the zero rows of A are left as they are, not read
+        read = {i for _, crows in cruns for i in crows}
+        assert (3 in read) == (beta != 1)
+    cuda = CUDAMatMul(A, beta=1.0).kernel(
+        Candidate('bstream', dict(width=1), {'compute_capability': (9, 0)}),
+        np.float64)
+    assert cuda.runs() == (None, None)

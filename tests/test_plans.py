@@ -1,0 +1,103 @@
+"""gimmik.plans' load batches (the unrolled cstream families on HIP with
+beta != 0): batches cover every row and every B row once, each issues at
+least min_loads loads before its rows consume them, a short last batch
+joins the one before; the register estimate follows the batches and is
+cstream's at one row a batch.  load_runs (bstream's runs on HIP): runs
+cover the items in order, each of at least min_loads loads."""
+
+import numpy as np
+import pytest
+
+from conftest import random_operator
+from gimmik.plans import (batched_live_values, cstream_live_b, cstream_plan,
+                          load_batches, load_runs, reads_c)
+
+
+def group_operator(rng, m=40, k=24, density=0.15):
+    A = random_operator(rng, m, k, density)
+    A[3] = 0                    # a zero row: read only where beta != 1
+    A[10:14] = 0
+    return A
+
+
+def batch_loads(batch):
+    return len(batch.loads) + len(batch.crows)
+
+
+@pytest.mark.parametrize('beta', [0.0, 1.0, -0.5])
+@pytest.mark.parametrize('min_loads', [1, 4, 8, 100])
+def test_batches_cover_rows_and_loads_once(rng, beta, min_loads):
+    A = group_operator(rng)
+    plan = cstream_plan(A)
+    batches = load_batches(plan, beta, min_loads)
+    assert [r.i for b in batches for r in b.rows] == list(range(A.shape[0]))
+    loads = [j for b in batches for j in b.loads]
+    assert sorted(loads) == sorted(set(loads))
+    assert set(loads) == set(np.flatnonzero((A != 0).any(axis=0)))
+    for b in batches:
+        # a B row is loaded in the batch of the first row that needs it
+        assert set(b.loads) == {j for r in b.rows for j in r.loads}
+        assert b.crows == [r.i for r in b.rows if reads_c(r, beta)]
+    # every batch but a lone one issues at least min_loads loads
+    if len(batches) > 1:
+        assert all(batch_loads(b) >= min_loads for b in batches)
+
+
+def test_reads_c():
+    plan = cstream_plan(np.array([[1.0, 0.0], [0.0, 0.0]]))
+    assert [reads_c(r, 0.0) for r in plan] == [False, False]
+    assert [reads_c(r, 1.0) for r in plan] == [True, False]
+    assert [reads_c(r, -0.5) for r in plan] == [True, True]
+
+
+def test_batch_sizes_on_a_diagonal():
+    """Each row of a diagonal A loads one B row and, with beta != 0, its C
+    value: batches of 4 rows at 8 loads, the short remainder joined."""
+    A = np.diag(np.arange(1.0, 11.0))
+    sizes = [len(b.rows) for b in load_batches(cstream_plan(A), 1.0, 8)]
+    assert sizes == [4, 6]
+    sizes = [len(b.rows) for b in load_batches(cstream_plan(A), 0.0, 8)]
+    assert sizes == [10]
+    assert [len(b.rows) for b in load_batches(cstream_plan(A), 1.0, None)] \
+        == [1]*10
+
+
+def test_one_row_a_batch_is_the_cstream_estimate(rng):
+    A = group_operator(rng)
+    plan = cstream_plan(A)
+    batches = load_batches(plan, 1.0, None)
+    assert all(not b.crows for b in batches)
+    assert batched_live_values(batches) == cstream_live_b(plan)
+
+
+def test_batched_estimate_counts_b_and_c():
+    """Rows 0-1 share B rows 0-1 and row 2 uses B row 2: at 8 loads one
+    batch holds the three B rows and three C values; with beta 0 and one
+    row a batch at most two B rows are held, at 2 loads (row 2's short
+    batch joins the one of rows 0-1) three."""
+    A = np.array([[1.0, 2.0, 0.0], [3.0, 4.0, 0.0], [0.0, 0.0, 5.0]])
+    batches = load_batches(cstream_plan(A), 1.0, 8)
+    assert len(batches) == 1
+    assert batched_live_values(batches) == 6
+    assert batched_live_values(load_batches(cstream_plan(A), 0.0, None)) == 2
+    assert batched_live_values(load_batches(cstream_plan(A), 0.0, 2)) == 3
+
+
+@pytest.mark.parametrize('loads,min_loads,runs', [
+    ([1]*20, 8, [(0, 8), (8, 20)]),
+    ([1]*16, 8, [(0, 8), (8, 16)]),
+    ([1]*5, 8, [(0, 5)]),
+    ([0, 3, 0, 6, 1, 3, 0], 4, [(0, 4), (4, 7)]),
+    ([0, 3, 0, 6, 1, 1, 0], 4, [(0, 7)]),
+    ([], 8, []),
+])
+def test_load_runs(loads, min_loads, runs):
+    assert load_runs(loads, min_loads) == runs
+
+
+def test_load_runs_cover_and_reach_min(rng):
+    loads = list(rng.integers(0, 3, size=50))
+    runs = load_runs(loads, 8)
+    assert runs[0][0] == 0 and runs[-1][1] == 50
+    assert all(a[1] == b[0] for a, b in zip(runs, runs[1:]))
+    assert all(sum(loads[a:b]) >= 8 for a, b in runs)
