@@ -49,6 +49,16 @@ def random_operator(rng, m, k, density, pool=None):
     return np.where(mask, vals, 0.0)
 
 
+def group_operator(rng, m=40, k=24, density=0.15):
+    """A sparse operator with zero rows, for the row-grouped and batched
+    plans: row 3 alone and rows 10-13 together (a zero row's C is read
+    only where beta != 1)."""
+    A = random_operator(rng, m, k, density)
+    A[3] = 0
+    A[10:14] = 0
+    return A
+
+
 @pytest.fixture
 def rng(request):
     """A fresh generator per test, seeded from the test's name and the

@@ -10,7 +10,7 @@ batched waits in tests/test_isa.py."""
 import numpy as np
 import pytest
 
-from conftest import Panels, random_operator
+from conftest import Panels, group_operator
 from gimmik import CUDAMatMul, HIPMatMul
 from gimmik.base import Candidate
 from gimmik.emulate import run_hip
@@ -18,13 +18,6 @@ from gimmik.families import BATCH_LOADS
 from gimmik.families.cstream_mblock import CstreamMblock, mblock_groups
 
 OPTS = {'gcn_arch': 'gfx942', 'warp_size': 64}
-
-
-def group_operator(rng, m=40, k=24, density=0.15):
-    A = random_operator(rng, m, k, density)
-    A[3] = 0                    # a zero row: read only where beta != 1
-    A[10:14] = 0
-    return A
 
 
 def test_platform_batches(rng):

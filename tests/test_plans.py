@@ -8,16 +8,9 @@ cover the items in order, each of at least min_loads loads."""
 import numpy as np
 import pytest
 
-from conftest import random_operator
+from conftest import group_operator
 from gimmik.plans import (batched_live_values, cstream_live_b, cstream_plan,
                           load_batches, load_runs, reads_c)
-
-
-def group_operator(rng, m=40, k=24, density=0.15):
-    A = random_operator(rng, m, k, density)
-    A[3] = 0                    # a zero row: read only where beta != 1
-    A[10:14] = 0
-    return A
 
 
 def batch_loads(batch):
