@@ -315,18 +315,20 @@ def _full_cases(rng):
              'float32', {'aligne': 2})]
 
 
-def _check_no_spills(cases):
-    jobs = []
-    for label, A, beta, dtype, sizes in cases:
-        mm = CUDAMatMul(A, beta=beta, **sizes)
-        srcs, names = [], {}
-        dt = check_dtype(dtype)
-        for i, cand in enumerate(mm._candidates(dt, (8, 0))):
-            src, meta = mm.render(cand, dt, f'k{i}')
-            srcs.append(src)
-            names[f'k{i}'] = meta['variant']
-        for arch in ARCHS:
-            jobs.append((label, arch, srcs, names))
+def _sources(mm, dt, cands):
+    """The candidates' sources under kernel names k0, k1, ... and each
+    name's variant."""
+    srcs, names = [], {}
+    for i, cand in enumerate(cands):
+        src, meta = mm.render(cand, dt, f'k{i}')
+        srcs.append(src)
+        names[f'k{i}'] = meta['variant']
+    return srcs, names
+
+
+def _assert_no_spills(jobs):
+    """jobs: (label, arch, sources, names); ptxas compiles each job's
+    sources for its arch and every kernel has no stack and no spills."""
     with cf.ThreadPoolExecutor(2) as pool:
         futs = [(j, pool.submit(ptxas_report, j[2], j[1])) for j in jobs]
         for (label, arch, srcs, names), fut in futs:
@@ -336,6 +338,17 @@ def _check_no_spills(cases):
                 assert (stack, st, ld) == (0, 0, 0), \
                     (f'{label} {arch} {names[kname]}: {stack} bytes stack, '
                      f'{st}/{ld} bytes spilled')
+
+
+def _check_no_spills(cases):
+    jobs = []
+    for label, A, beta, dtype, sizes in cases:
+        mm = CUDAMatMul(A, beta=beta, **sizes)
+        dt = check_dtype(dtype)
+        srcs, names = _sources(mm, dt, mm._candidates(dt, (8, 0)))
+        for arch in ARCHS:
+            jobs.append((label, arch, srcs, names))
+    _assert_no_spills(jobs)
 
 
 @pytest.mark.skipif(NVCC is None, reason='nvcc is not installed')
@@ -378,21 +391,10 @@ def _check_long_cases(rng, archs):
         mm = CUDAMatMul(A, beta=beta, aligne=2)
         for arch in archs:
             cc = (int(arch[3]), int(arch[4]))
-            srcs, names = [], {}
-            for i, cand in enumerate(_riskiest(mm, dt, cc, count, gemm)):
-                src, meta = mm.render(cand, dt, f'k{i}')
-                srcs.append(src)
-                names[f'k{i}'] = meta['variant']
+            srcs, names = _sources(mm, dt,
+                                   _riskiest(mm, dt, cc, count, gemm))
             jobs.append((label, arch, srcs, names))
-    with cf.ThreadPoolExecutor(2) as pool:
-        futs = [(j, pool.submit(ptxas_report, j[2], j[1])) for j in jobs]
-        for (label, arch, srcs, names), fut in futs:
-            rep = fut.result()
-            assert set(rep) == set(names), f'{label} {arch}: missing kernels'
-            for kname, (stack, st, ld) in rep.items():
-                assert (stack, st, ld) == (0, 0, 0), \
-                    (f'{label} {arch} {names[kname]}: {stack} bytes stack, '
-                     f'{st}/{ld} bytes spilled')
+    _assert_no_spills(jobs)
 
 
 @pytest.mark.skipif(NVCC is None, reason='nvcc is not installed')
@@ -440,21 +442,8 @@ def test_gemm_sm90_candidates_compile_without_spills(rng):
                 [c for c in cands if 'blocks' not in c.params],
                 key=lambda c: -mm.kernel(c, dt).registers())[:3]
                 + [c for c in cands if 'blocks' in c.params])  # the capped
-        srcs, names = [], {}
-        for i, cand in enumerate(cands):
-            src, meta = mm.render(cand, dt, f'k{i}')
-            srcs.append(src)
-            names[f'k{i}'] = meta['variant']
-        jobs.append((label, srcs, names))
-    with cf.ThreadPoolExecutor(2) as pool:
-        futs = [(j, pool.submit(ptxas_report, j[1], 'sm_90')) for j in jobs]
-        for (label, srcs, names), fut in futs:
-            rep = fut.result()
-            assert set(rep) == set(names), f'{label}: missing kernels'
-            for kname, (stack, st, ld) in rep.items():
-                assert (stack, st, ld) == (0, 0, 0), \
-                    (f'{label} sm_90 {names[kname]}: {stack} bytes stack, '
-                     f'{st}/{ld} bytes spilled')
+        jobs.append((label, 'sm_90', *_sources(mm, dt, cands)))
+    _assert_no_spills(jobs)
 
 
 # -- mma-gemm run on the CPU: the generated CUDA source, emulated ------------
