@@ -32,6 +32,7 @@ if ROOT not in sys.path:
 
 from gimmik import cost  # noqa: E402
 from gimmik.hip import HIPMatMul  # noqa: E402
+from gimmik.operators import default_beta  # noqa: E402
 
 # PyFR's HIP call: 128-byte aligned rows of f64, n = ldb = ldc baked,
 # beta 1 for the operators that accumulate (M3, M6)
@@ -45,10 +46,6 @@ OPS = ['p[3-6]-hex-m0', 'p[3-6]-hex-m3', 'p[3-6]-hex-m6', 'p[3-6]-hex-m132',
 FIELDS = ['op', 'm', 'k', 'nnz', 'beta', 'arch', 'n', 'order', 'pos', 'row',
           'variant', 'est_us', 'est_copy_frac', 'est_bound', 'waves_plan',
           'waves_isa', 'offered']
-
-
-def beta_of(name):
-    return 1.0 if name.rsplit('-', 1)[-1] in ('m3', 'm6') else 0.0
 
 
 # Run in the before checkout's interpreter: its offer order by variant
@@ -73,7 +70,7 @@ json.dump({'gimmik': gimmik.__file__, 'orders': out}, sys.stdout)
 def orders_of(checkout, suite, ops, arches, n):
     """{(op, arch): [variant]} of the gimmik in directory `checkout`."""
     req = {'suite': os.path.abspath(suite), 'ops': ops, 'arch': arches, 'n': n,
-           'aligne': ALIGNE, 'beta': {o: beta_of(o) for o in ops}}
+           'aligne': ALIGNE, 'beta': {o: default_beta(o) for o in ops}}
     checkout = os.path.abspath(checkout)
     env = dict(os.environ, PYTHONPATH=checkout)
     res = subprocess.run([sys.executable, '-c', ORDERS],
@@ -91,7 +88,7 @@ def waves_per_simd(a, est, block_threads):
 
 
 def rows_for(name, A, arch, n, before, use_isa):
-    beta = beta_of(name)
+    beta = default_beta(name)
     mm = HIPMatMul(A, beta=beta, aligne=ALIGNE, n=n, ldb=n, ldc=n)
     cands = mm.candidates(np.float64, gcn_arch=arch)
     by_variant = {c.variant: c for c in cands}

@@ -71,10 +71,6 @@ _PROPS = re.compile(r'(\d+) bytes stack frame, (\d+) bytes spill stores, '
 KNAME = 'gimmik_mm'
 
 
-def beta_of(name):
-    return 1.0 if name.rsplit('-', 1)[-1] in ('m3', 'm6') else 0.0
-
-
 def thinned(A):
     """{suffix: A with its smallest-magnitude entries zeroed} so that it
     falls just below each gate it is above (a non-zero count of
@@ -260,10 +256,11 @@ def main(argv=None):
         ops = {k: v for k, v in ops.items()
                if any(k == op for op, _ in recheck)}
 
+    from gimmik.operators import default_beta
     rows, todo, nnz_of = [], {}, {}
     for name, A in ops.items():
         base = name.split('~')[0]
-        beta = beta_of(base)
+        beta = default_beta(base)
         nnz = int(np.count_nonzero(A))
         for sz in args.sizes.split(','):
             for arch in args.archs.split(','):

@@ -20,7 +20,7 @@ import numpy as np
 from gimmik import isa
 from gimmik.analysis import DENSE_DENSITY
 from gimmik.hip import HIPMatMul
-from gimmik.operators import BETA_ONE_MATRICES, parse_name, suite
+from gimmik.operators import default_beta, suite
 
 ARCHES = ('gfx942', 'gfx90a')
 FAMILIES = ('mfma-dense', 'mfma-gemm')
@@ -29,14 +29,9 @@ PER_ARCH = [('vgpr', 'vgprs'), ('agpr', 'agprs'), ('waves', 'occupancy'),
             ('scratch', 'scratch_bytes'), ('lds', 'lds_bytes')]
 
 
-def beta_of(name):
-    parsed = parse_name(name)
-    return 1.0 if parsed and parsed[2] in BETA_ONE_MATRICES else 0.0
-
-
 def rows(ops, jobs):
     for name, A in ops.items():
-        beta = beta_of(name)
+        beta = default_beta(name)
         for aligne in (2, None):
             mm = HIPMatMul(A, beta=beta, aligne=aligne)
             found = {}

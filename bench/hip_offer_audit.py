@@ -44,12 +44,12 @@ ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from bench.walk_replay import pyfr_hip_sends  # noqa: E402
 from gimmik import HIPMatMul  # noqa: E402
 from gimmik.isa import inspect_many  # noqa: E402
+from gimmik.operators import default_beta  # noqa: E402
 
 SUITES = ('pyfr-ops.npz', 'pyfr-ops-p7.npz')
-PYFR_MAX_UNIQUE = 128     # PyFR's HIP backend: rocBLAS beyond these
-PYFR_MAX_DENSITY = 0.15
 PYFR_NKERNS = 8
 PYFR_N = 110080
 ALIGNE = 16
@@ -69,17 +69,6 @@ FIELDS = ['op', 'm', 'k', 'nnz', 'density', 'dtype', 'n_mode', 'arch',
           'pass', 'pass_first8', 'why']
 
 
-def pyfr_sends(A):
-    """Whether PyFR's HIP backend hands A to the generator."""
-    nuq = len(np.unique(np.abs(A)))
-    return not (nuq > PYFR_MAX_UNIQUE
-                and np.count_nonzero(A) / A.size > PYFR_MAX_DENSITY)
-
-
-def beta_of(name):
-    return 1.0 if name.rsplit('-', 1)[-1] in ('m3', 'm6') else 0.0
-
-
 def operators(patterns):
     out = {}
     for suite in SUITES:
@@ -89,7 +78,7 @@ def operators(patterns):
                 if A.ndim != 2 or not any(fnmatch.fnmatch(name, p)
                                           for p in patterns):
                     continue
-                if pyfr_sends(A):
+                if pyfr_hip_sends(A):
                     out[name] = np.array(A, dtype=np.float64)
     return out
 
@@ -176,7 +165,7 @@ def main(argv=None):
                 for mode in args.n_mode:
                     sizes = (dict(n=PYFR_N, ldb=PYFR_N, ldc=PYFR_N)
                              if mode == 'baked' else {})
-                    mm = HIPMatMul(A, beta=beta_of(name), aligne=ALIGNE,
+                    mm = HIPMatMul(A, beta=default_beta(name), aligne=ALIGNE,
                                    **sizes)
                     per_arch = {arch: [(m['variant'], s,
                                         m.get('row_groups', 1)) for s, m in

@@ -55,10 +55,9 @@ from gimmik import isa  # noqa: E402
 from gimmik.hip import HIPMatMul  # noqa: E402
 from gimmik.operators import OperatorNameError, suite  # noqa: E402
 from upstream import load_upstream  # noqa: E402
+from walk_replay import pyfr_hip_sends  # noqa: E402,F401
 
 # PyFR 3.1's HIP provider
-PYFR_HIP_MAX_UNIQUE = 128
-PYFR_HIP_MAX_DENSITY = 0.15
 PYFR_NKERNS = 8
 PYFR_ALIGNE = 16
 WARP = 64
@@ -87,16 +86,6 @@ CAND_FIELDS = ['op', 'arch', 'side', 'rank', 'variant', 'dup_of', 'block',
 
 
 # -- pure parts (tests/test_hip_upstream_isa.py) ----------------------------
-
-def pyfr_hip_sends(A):
-    """Whether PyFR 3.1's HIP backend hands A to the generator (else to
-    rocBLAS): not when it has more than 128 distinct |values| (zero
-    counted, as np.unique(np.abs(A)) does) and more than 15 % non-zeros."""
-    A = np.asarray(A)
-    nuq = len(np.unique(np.abs(A)))
-    density = np.count_nonzero(A) / A.size
-    return not (nuq > PYFR_HIP_MAX_UNIQUE and density > PYFR_HIP_MAX_DENSITY)
-
 
 # HIP's vector types as hiprtc provides them to a source, reduced to what
 # upstream's kernels use: the fields, 2- or 4-element alignment, += and

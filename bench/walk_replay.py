@@ -14,18 +14,25 @@ PYFR_NWARMUP = 1         # provider _benchmark
 PYFR_IFAC = 0.95         # backend autotune-ifac
 PYFR_ALIGNB = 128        # cuda backend alignb (bytes)
 PYFR_SOASZ = 32          # cuda backend soasz = csubsz
-PYFR_MAX_UNIQUE = 28     # dense filter
+PYFR_MAX_UNIQUE = 28     # dense filter (CUDA backend)
+PYFR_HIP_MAX_UNIQUE = 128  # the HIP backend's (rocBLAS beyond it)
 PYFR_MAX_DENSITY = 0.15
 PYFR_FLAGS = ('--ftz=true', '--fmad=true')
 
 
-def pyfr_sends(A):
-    """Whether PyFR 3.1 hands A to the generator (else to cuBLAS): it
-    refuses A with more than 28 distinct |values| (zero included, as
-    np.unique(np.abs(A)) counts it) and more than 15 % non-zeros."""
+def pyfr_sends(A, max_unique=PYFR_MAX_UNIQUE):
+    """Whether PyFR 3.1 hands A to the generator (else to the vendor
+    BLAS): it refuses A with more than max_unique distinct |values| (zero
+    included, as np.unique(np.abs(A)) counts it; 28 on CUDA) and more than
+    15 % non-zeros."""
     A = np.asarray(A)
     nnz, nuq = np.count_nonzero(A), len(np.unique(np.abs(A)))
-    return not (nuq > PYFR_MAX_UNIQUE and nnz / A.size > PYFR_MAX_DENSITY)
+    return not (nuq > max_unique and nnz / A.size > PYFR_MAX_DENSITY)
+
+
+def pyfr_hip_sends(A):
+    """pyfr_sends of PyFR's HIP backend (128 distinct |values|)."""
+    return pyfr_sends(A, PYFR_HIP_MAX_UNIQUE)
 
 
 def pyfr_nuq(A):
