@@ -87,6 +87,34 @@ class Arch:
     launch_s: float        # launch and drain of one kernel
 
 
+# What gfx90a (CDNA2) and gfx942 (CDNA3) share, per CU
+_CDNA = dict(
+    # the vector L1 is its own path, beside the LDS
+    l1_shared_path=False,
+    # 128 bytes/clock/CU: ROCm Compute Profiler, LDS speed-of-light
+    lds_bytes_clk=128,
+    # 128 vector and 256 matrix FP64 flops a clock (the data sheets' rates
+    # over CUs and clock, below; the matrix rate is also the facts doc's,
+    # v_mfma_f64_16x16x4: 256 FLOP/cycle/CU)
+    valu_flop_clk=128, matrix_flop_clk=256,
+    # ASSUMED: as the H100's (sm_90)
+    valu_reach=0.4,
+    # one VALU instruction per SIMD every 4 clocks (a wave64 on a 16-lane
+    # SIMD), 4 SIMDs: 1 wave instruction a clock per CU (ROCm Compute
+    # Profiler, pipeline descriptions)
+    issue_clk=1.0,
+    # 64 KB instruction cache shared by 2 CUs (ROCm "AMD GPU
+    # specifications"), ~8 bytes an instruction
+    icache_instr=8192,
+    # wave64, 4 SIMDs, 8 waves/SIMD, 512 VGPRs a lane, granule 8: facts
+    # doc section 5 (LLVM AMDGPUBaseInfo)
+    lanes=64, simds=4, max_waves=32, max_blocks=32,
+    regs_per_lane=512, reg_granule=8,
+    # 64 KiB LDS a CU: ROCm "AMD GPU specifications"
+    shared_bytes=64*1024, shared_reserved=0,
+    # ASSUMED: as the H100's
+    launch_s=3e-6)
+
 ARCHES = {
     # MI250X, one GCD (gfx90a, CDNA2)
     'gfx90a': Arch(
@@ -112,32 +140,11 @@ ARCHES = {
         # MI2XX) x 128 bytes a clock each (its L2 speed-of-light table)
         l2_bw=32*128*1.7e9,
         # 8 MB L2 a GCD, 16 KB vector L1 a CU: ROCm "AMD GPU
-        # specifications" (MI250X); the vector L1 is its own path
-        l2_size=8 << 20, l1_size=16 << 10, l1_shared_path=False,
-        # 128 bytes/clock/CU: ROCm Compute Profiler, LDS speed-of-light
-        lds_bytes_clk=128,
+        # specifications" (MI250X)
+        l2_size=8 << 20, l1_size=16 << 10,
         # 47.9 TF vector / 95.7 TF matrix FP64 a package (MI250X data
-        # sheet) over 220 CUs at 1.7 GHz: 128 and 256 flops a clock; the
-        # matrix rate is also the facts doc's (v_mfma_f64_16x16x4: 256
-        # FLOP/cycle/CU)
-        valu_flop_clk=128, matrix_flop_clk=256,
-        # ASSUMED: as the H100's (sm_90)
-        valu_reach=0.4,
-        # one VALU instruction per SIMD every 4 clocks (a wave64 on a
-        # 16-lane SIMD), 4 SIMDs: 1 wave instruction a clock per CU
-        # (ROCm Compute Profiler, pipeline descriptions)
-        issue_clk=1.0,
-        # 64 KB instruction cache shared by 2 CUs (ROCm "AMD GPU
-        # specifications"), ~8 bytes an instruction
-        icache_instr=8192,
-        # wave64, 4 SIMDs, 8 waves/SIMD, 512 VGPRs a lane, granule 8:
-        # facts doc section 5 (LLVM AMDGPUBaseInfo)
-        lanes=64, simds=4, max_waves=32, max_blocks=32,
-        regs_per_lane=512, reg_granule=8,
-        # 64 KiB LDS a CU: ROCm "AMD GPU specifications"
-        shared_bytes=64*1024, shared_reserved=0,
-        # ASSUMED: as the H100's
-        launch_s=3e-6),
+        # sheet) over 220 CUs at 1.7 GHz: 128 and 256 flops a clock
+        **_CDNA),
     # MI300X (gfx942, CDNA3)
     'gfx942': Arch(
         name='gfx942', platform='hip',
@@ -160,22 +167,10 @@ ARCHES = {
         # 4 MB L2 a XCD (32 MB), 32 KB vector L1 a CU: ROCm "AMD GPU
         # specifications" (MI300X); the 256 MB Infinity Cache behind them
         # is not counted
-        l2_size=32 << 20, l1_size=32 << 10, l1_shared_path=False,
-        # 128 bytes/clock/CU: ROCm Compute Profiler, LDS speed-of-light
-        lds_bytes_clk=128,
+        l2_size=32 << 20, l1_size=32 << 10,
         # 81.7 TF vector / 163.4 TF matrix FP64 (MI300X data sheet) over
         # 304 CUs at 2.1 GHz: 128 and 256 flops a clock
-        valu_flop_clk=128, matrix_flop_clk=256,
-        # ASSUMED: as the H100's (sm_90)
-        valu_reach=0.4,
-        issue_clk=1.0,
-        # 64 KB instruction cache shared by 2 CUs (ROCm "AMD GPU
-        # specifications"), ~8 bytes an instruction
-        icache_instr=8192,
-        lanes=64, simds=4, max_waves=32, max_blocks=32,
-        regs_per_lane=512, reg_granule=8,
-        shared_bytes=64*1024, shared_reserved=0,
-        launch_s=3e-6),
+        **_CDNA),
     # H100 SXM5 (sm_90)
     'sm_90': Arch(
         name='sm_90', platform='cuda',
