@@ -516,14 +516,19 @@ def test_beta_beyond_float32_named(tmp_path, capsys, fast_tune):
 
 
 # -- the correctness check ----------------------------------------------------
-class SmallRowSaboteur(CRuntime):
-    """One candidate zeroes, another flips the sign of, the small row 0 of
-    C (A's row 0 is 1e12 times smaller than its row 1)."""
+class CstreamSaboteur(CRuntime):
+    """A c runtime whose cstream candidates (its victims) compute C right
+    and then do after(b, c, n)."""
 
-    def __init__(self, how):
+    label = 'saboteur'
+
+    def __init__(self):
         super().__init__()
-        self._device += ' (saboteur)'
-        self.how, self.victims = how, set()
+        self._device += f' ({self.label})'
+        self.victims = set()
+
+    def after(self, b, c, n):
+        raise NotImplementedError
 
     def compile(self, src, meta):
         good = super().compile(src, meta)
@@ -533,11 +538,23 @@ class SmallRowSaboteur(CRuntime):
 
         def launch(b, c, n, ldb, ldc):
             good(b, c, n, ldb, ldc)
-            if self.how == 'zero':
-                c[0, :n] = 0
-            else:
-                c[0, :n] *= -1
+            self.after(b, c, n)
         return launch
+
+
+class SmallRowSaboteur(CstreamSaboteur):
+    """Its cstream candidates zero, or flip the sign of, the small row 0 of
+    C (A's row 0 is 1e12 times smaller than its row 1)."""
+
+    def __init__(self, how):
+        super().__init__()
+        self.how = how
+
+    def after(self, b, c, n):
+        if self.how == 'zero':
+            c[0, :n] = 0
+        else:
+            c[0, :n] *= -1
 
 
 @pytest.mark.parametrize('how', ['zero', 'flip'])
@@ -555,25 +572,14 @@ def test_wrong_small_row_never_wins(fast_tune, how, beta):
     assert any(c['correct'] for c in res.candidates)
 
 
-class BScribbler(CRuntime):
+class BScribbler(CstreamSaboteur):
     """Its cstream candidates compute C right, then overwrite B (which
     would make every later candidate look wrong)."""
 
-    def __init__(self):
-        super().__init__()
-        self._device += ' (scribbler)'
-        self.victims = set()
+    label = 'scribbler'
 
-    def compile(self, src, meta):
-        good = super().compile(src, meta)
-        if meta['tplname'] != 'cstream':
-            return good
-        self.victims.add(meta['variant'])
-
-        def launch(b, c, n, ldb, ldc):
-            good(b, c, n, ldb, ldc)
-            b[:, :n] = 0
-        return launch
+    def after(self, b, c, n):
+        b[:, :n] = 0
 
 
 def test_candidate_writing_b_is_wrong_and_harmless(fast_tune):
