@@ -25,13 +25,10 @@ N, LDB, LDC = 3000, 3001, 3008
 
 
 @pytest.fixture(autouse=True)
-def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv('GIMMIK_CACHE_DIR', str(tmp_path / 'cache'))
-    # fewer timed launches: the timings are not what is tested here
-    monkeypatch.setattr('gimmik.tune.WARMUP', 1)
-    monkeypatch.setattr('gimmik.tune.REPEATS', 3)
-    monkeypatch.setattr('gimmik.tune.COPY_BYTES', (1 << 20, 1 << 20))
-    return tmp_path / 'cache'
+def cache_dir(fast_tune):
+    """Every test here: a fresh cache and fewer timed launches (conftest's
+    fast_tune; the timings are not what is tested here)."""
+    return fast_tune
 
 
 @pytest.fixture(scope='module')
