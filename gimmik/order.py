@@ -55,7 +55,23 @@ change, all of them towards the simpler streaming kernels:
   points), else after three cstream-mblock group counts; where k > m the
   plain cstream comes third;
 - wide and sparser than 0.4: cstream then bstream (one column a thread)
-  before the k-split.
+  before the k-split;
+- few rows (m <= 64, not tall and dense as above) and a B panel of
+  B_FIRST_MIN_VALUES to B_FIRST_MAX_VALUES values (the rows of B used
+  times n: 12 to 192 MiB in f64, a quarter of an H100's L2 to four): the
+  families that load B evict-first (bstream, the m-split bstream) fill
+  the first 8 places, the plain cstream and the k-split come after them.
+  PyFR times its candidates in a loop of its own, where a B panel read
+  evict-first has left L2 before the next repetition and one read through
+  the read-only path is still there; in a step B was just written by the
+  kernel before and C is read by the one after, and there the evict-first
+  loads, which leave L2 to C, were the faster (bench/results/
+  cuda-h100-context*.csv, --first8: the walk's pick more than 3 % slower
+  in place than the best of its first 8 on 15 of 126 operators at n =
+  110080, 11 of them a plain cstream or k-split picked over a bstream).
+  Outside those sizes the rule did not pay: panels far below the L2 stay
+  there whatever the loads, panels many times it leave nothing to keep
+  (1-4 % slower in place at n = 550400 with more than 45 rows of B).
 
 HIP (_order_hip): the order of gimmik.cost's estimate for the target
 arch (cost.hip_arch of the candidates' gcn_arch) and n (the baked n,
@@ -147,13 +163,22 @@ KSPLIT2, KSPLIT4 = 'ksplit2', 'ksplit4'
 # these first (one column a thread, C then B streamed)
 BAKED_WIDE_FIRST = ('cstream-w1-nc', 'bstream-w1-cs')
 
+# With n baked: few rows, a B panel (rows of B used times n) of
+# B_FIRST_MIN_VALUES to B_FIRST_MAX_VALUES values: these rows (B loaded
+# evict-first) first, the plain cstream and the k-split after them
+B_FIRST_MIN_VALUES = 3*2**19
+B_FIRST_MAX_VALUES = 24*2**20
+B_FIRST = ('bstream-w1-cs', 'msplit4-w1', 'msplit2-w2', 'msplit4-w2',
+           'msplit8-w1-bsz32', 'bstream-w2-cs', 'msplit8-w1',
+           'cstream-w2-cs', 'msplit16-w1-bsz32', 'msplit16-w1')
+
 # Every row id a platform's rules name ...
 RULE_ROWS = {
     'cuda': frozenset(GEMM_ORDER + GEMM_ORDER_BETA + SPARSE_GEMM_FIRST
                       + SPARSE_GEMM_NEXT + MSPLIT_ORDER + MSPLIT_SMALL_K
                       + FEW_FLOPS_BIG_M + FEW_FLOPS_SMALL_M + WARPROWS_ORDER
                       + (STREAM_W1, STREAM_W2, KSPLIT2, KSPLIT4)
-                      + BAKED_WIDE_FIRST),
+                      + BAKED_WIDE_FIRST + B_FIRST),
 }
 # ... and the families whose every row a rule places by a key computed
 # from its parameters
@@ -251,6 +276,11 @@ def _prefs_stream(info, cands, beta, n=None):
     ms = list(MSPLIT_ORDER)
     if beta:     # C read too: the deeper split first
         ms = ms[::-1]
+    tall = m >= 2*k and info.density >= MSPLIT_DENSITY
+    if (n is not None and not tall and B_FIRST_MIN_VALUES
+            <= len(info.bix)*n <= B_FIRST_MAX_VALUES):
+        # baked n: B loaded evict-first first (see the module's rules)
+        return list(B_FIRST) + [STREAM_W1, STREAM_W2, KSPLIT4, KSPLIT2]
     if k > m:    # four k-groups only where each gets a few columns
         ks = [KSPLIT4, KSPLIT2] if k >= 4*KSPLIT_MIN_COLS else \
             [KSPLIT2, KSPLIT4]
@@ -258,7 +288,7 @@ def _prefs_stream(info, cands, beta, n=None):
             # baked n, sparse: the plain streams before the k-split
             return list(BAKED_WIDE_FIRST) + ks + [STREAM_W1, STREAM_W2] + ms
         return ks + [STREAM_W1, STREAM_W2] + ms
-    if m >= 2*k and info.density >= MSPLIT_DENSITY:
+    if tall:
         return ms + [STREAM_W1, STREAM_W2, KSPLIT2]
     return [STREAM_W1, STREAM_W2, ms[1], KSPLIT2, ms[2], KSPLIT4]
 

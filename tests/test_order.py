@@ -179,14 +179,41 @@ def test_baked_n_warprows_first_where_row_groups_reread_b():
 
 
 def test_baked_n_sparse_wide_plain_streams_first():
-    A = rng_sparse(20, 60, 0.2)
+    # a B panel of fewer than B_FIRST_MIN_VALUES or more than
+    # B_FIRST_MAX_VALUES: the plain streams first
+    A = rng_sparse(12, 13, 0.2)
     _, out = ordered(A, n=PYFR_N)
+    assert [c.variant for c in out[:2]] == [
+        'cstream/ldnc/width1', 'bstream/ldcs/width1']
+    A = rng_sparse(20, 60, 0.2)
+    _, out = ordered(A, n=550400)
     assert [c.variant for c in out[:3]] == [
         'cstream/ldnc/width1', 'bstream/ldcs/width1',
         'cstream-ksplit/ksplit4']
-    # dense wide keeps the k-split first
-    _, out = ordered(rng_sparse(15, 30, 0.96), n=PYFR_N)
+    # dense wide keeps the k-split first (a B panel beyond the B-first
+    # sizes)
+    _, out = ordered(rng_sparse(15, 30, 0.96), n=10**6)
     assert out[0].family == 'cstream-ksplit'
+
+
+@pytest.mark.parametrize('shape, n', [((20, 60), PYFR_N),
+                                      ((54, 27), PYFR_N),
+                                      ((24, 24), PYFR_N),
+                                      ((12, 13), 550400)])
+def test_baked_n_b_evict_first_streams_first(shape, n):
+    # few rows, a B panel of a quarter of an L2 to four: the first 8 load
+    # B evict-first, the plain cstream and the k-split after them; n not
+    # baked keeps the plain cstream among the first 8
+    A = rng_sparse(*shape, 0.2)
+    _, out = ordered(A, n=n)
+    first = [c.variant for c in out[:8]]
+    assert first[0] == 'bstream/ldcs/width1'
+    assert all('/ldcs' in v for v in first), first
+    assert not any(v.startswith('cstream-ksplit') for v in first)
+    rest = [c.variant for c in out[8:]]
+    assert 'cstream/ldnc/width1' in rest
+    _, out = ordered(A)
+    assert 'cstream/ldnc/width1' in [c.variant for c in out[:8]]
 
 
 def walk_over_all(name):
