@@ -279,12 +279,48 @@ FIELDS = ['op', 'etype', 'order', 'mat', 'm', 'k', 'nnz', 'density', 'nuq',
           'walk_pick', 'up_pick', 'ctx_ours_s', 'ctx_up_s', 'ours_over_up',
           'kctx_ours_s', 'kctx_up_s', 'kctx_ours_over_up', 'hot_ours_s',
           'hot_up_s', 'hot_ours_over_up', 'best8', 'walk_over_best8',
-          'best_policy', 'best_policy_over_up', 'nfail', 'device']
+          'best_policy', 'best_policy_over_up', 'nfail', 'device', 'offer']
 CAND_FIELDS = ['op', 'n', 'contender', 'variant', 'policy', 'ctx_s',
                'kctx_s', 'hot_s', 'ctx_over_up', 'kctx_over_up',
                'hot_over_up', 'registers', 'local_mem', 'status']
 
 OURS, UP = 'ours', 'up'
+
+# offer_key: how many of our candidates (in the order kernels() offers
+# them) identify the offer a row was timed with
+OFFER_FIRST = 8
+
+
+def offer_key(variants):
+    """A short key of the first OFFER_FIRST variants of an offer (the
+    candidates PyFR's walk can see): rows of runs with the same key timed
+    the same kernels."""
+    text = ';'.join(variants[:OFFER_FIRST])
+    return format(zlib.crc32(text.encode()), '08x')
+
+
+def merge_runs(runs, current_offer):
+    """Rows of several runs (runs: [(name, rows)], newest first) valid
+    for today's code: per (op, n) the newest row whose offer column equals
+    current_offer(op, n), with its run's name in column 'run'.  Returns
+    (rows, missing): missing the (op, n) no run timed with today's offer."""
+    keys = {}
+    for _, rows in runs:
+        for r in rows:
+            keys.setdefault((r['op'], int(r['n'])), None)
+    out, missing = [], []
+    for op, n in keys:
+        want = current_offer(op, n)
+        for name, rows in runs:
+            row = next((r for r in rows if r['op'] == op and int(r['n']) == n
+                        and r.get('ours_over_up') and r.get('offer') == want),
+                       None)
+            if row is not None:
+                out.append(dict(row, run=name))
+                break
+        else:
+            missing.append((op, n))
+    return out, missing
 
 
 def ratio(a, b):
@@ -488,6 +524,9 @@ def run_one(dev, around, name, A, n, futs, upfut, ops, cc, args):
             'pyfr_sends': replay.pyfr_sends(A), 'beta': beta, 'neles': neles,
             'n': n, 'ws_mib': f'{ws/2**20:.1f}',
             'flush_mib': f'{flush/2**20:.1f}', 'device': dev.name}
+    mm = replay.ours_mm(A, beta, n)
+    base['offer'] = offer_key([c.variant for c in mm.offered(
+        mm.candidates(np.float64, compute_capability=cc))])
     panels = timing.Panels(dev, A, beta, n,
                        seed=zlib.crc32(f'{name} {n}'.encode()))
     try:
@@ -504,7 +543,6 @@ def run_one(dev, around, name, A, n, futs, upfut, ops, cc, args):
             return r
 
         served = replay.Served(results, extra)
-        mm = replay.ours_mm(A, beta, n)
         served.ours(mm, mm.render)
         walk = replay.replay_walk(
             mm.kernels(np.float64, kname=kname, compute_capability=cc),
@@ -582,6 +620,40 @@ def run_one(dev, around, name, A, n, futs, upfut, ops, cc, args):
         panels.free()
 
 
+# the compute capability merged runs were timed on (the H100)
+MERGE_CC = (9, 0)
+
+
+def current_offer(ops, cc=MERGE_CC):
+    """(op, n) -> offer_key of today's CUDAMatMul for that operator."""
+    def key(op, n):
+        A = ops[op]
+        mm = replay.ours_mm(A, replay.beta_of(op), n)
+        return offer_key([c.variant for c in mm.offered(
+            mm.candidates(np.float64, compute_capability=cc))])
+    return key
+
+
+def merge_main(args, ops):
+    runs = []
+    for path in args.merge:
+        with open(path) as f:
+            runs.append((os.path.basename(path), list(csv.DictReader(f))))
+    rows, missing = merge_runs(runs, current_offer(ops))
+    rows.sort(key=lambda r: (int(r['n']), r['op']))
+    out = os.path.join(args.out, f'{args.name}.csv')
+    os.makedirs(args.out, exist_ok=True)
+    with open(out, 'w', newline='') as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS + ['run'])
+        w.writeheader()
+        w.writerows(rows)
+    for op, n in missing:
+        print(f'{op} n={n}: no run timed today\'s offer', flush=True)
+    for line in summarise(out):
+        print(line)
+    return 0
+
+
 def source_of(A, beta, n, cc, variant):
     """Our source of one candidate (by variant) at PyFR's sizes."""
     mm = replay.ours_mm(A, beta, n)
@@ -636,6 +708,10 @@ def main(argv=None):
                                                      - 1))
     ap.add_argument('--ahead', type=int, default=24,
                     help='(operator, n) compiled ahead')
+    ap.add_argument('--merge', nargs='+', metavar='RUN.csv',
+                    help='no timing: write --out/--name.csv from these '
+                    'runs (newest first), per (operator, n) the newest row '
+                    "timed with today's offer (merge_runs)")
     ap.add_argument('--unsent', action='store_true',
                     help="also operators PyFR's CUDA backend sends to "
                     "cuBLAS (no generator runs on them in PyFR)")
@@ -650,6 +726,8 @@ def main(argv=None):
     ops = {}
     for path in args.suite:
         ops.update(pw.load_suite(path, args.ops))
+    if args.merge:
+        return merge_main(args, ops)
     if not args.unsent:
         ops = {k: A for k, A in ops.items() if replay.pyfr_sends(A)}
     allops = {}

@@ -58,7 +58,8 @@ change, all of them towards the simpler streaming kernels:
   before the k-split;
 - few rows (m <= 64, not tall and dense as above) and a B panel of
   B_FIRST_MIN_VALUES to B_FIRST_MAX_VALUES values (the rows of B used
-  times n: 12 to 192 MiB in f64, a quarter of an H100's L2 to four): the
+  times n: 12 to 64 MiB in f64, a quarter of an H100's L2 to about one):
+  the
   families that load B evict-first (bstream, the m-split bstream) fill
   the first 8 places, the plain cstream and the k-split come after them.
   PyFR times its candidates in a loop of its own, where a B panel read
@@ -167,7 +168,7 @@ BAKED_WIDE_FIRST = ('cstream-w1-nc', 'bstream-w1-cs')
 # B_FIRST_MIN_VALUES to B_FIRST_MAX_VALUES values: these rows (B loaded
 # evict-first) first, the plain cstream and the k-split after them
 B_FIRST_MIN_VALUES = 3*2**19
-B_FIRST_MAX_VALUES = 24*2**20
+B_FIRST_MAX_VALUES = 8*2**20
 B_FIRST = ('bstream-w1-cs', 'msplit4-w1', 'msplit2-w2', 'msplit4-w2',
            'msplit8-w1-bsz32', 'bstream-w2-cs', 'msplit8-w1',
            'cstream-w2-cs', 'msplit16-w1-bsz32', 'msplit16-w1')

@@ -258,3 +258,40 @@ def test_rows_without_upstream_leave_ratios_empty():
                          {'ours': 0.4}, [], [])
     assert row['ours_over_up'] == '' and row['hot_ours_over_up'] == ''
     assert row['ctx_ours_s'] == '1.000000e+00'
+
+
+# -- merging runs ------------------------------------------------------------
+def test_offer_key_is_the_first_8():
+    v = [f'fam/v{i}' for i in range(10)]
+    assert ic.offer_key(v) == ic.offer_key(v[:8])
+    assert ic.offer_key(v) != ic.offer_key(v[1:])
+    assert re.fullmatch('[0-9a-f]{8}', ic.offer_key(v))
+
+
+def test_merge_runs_keeps_the_newest_row_of_todays_offer():
+    def row(op, n, offer, r):
+        return {'op': op, 'n': str(n), 'offer': offer, 'ours_over_up': r}
+    today = {('a', 1): 'k2', ('b', 1): 'k1', ('c', 1): 'k3', ('a', 5): 'k1'}
+    new = [row('a', 1, 'k2', '0.9'), row('b', 1, 'k2', '0.8')]
+    old = [row('a', 1, 'k2', '1.1'), row('b', 1, 'k1', '1.0'),
+           row('c', 1, 'k1', '1.2'), row('a', 5, 'k1', ''),
+           row('a', 5, 'k1', '0.7')]
+    rows, missing = ic.merge_runs([('new', new), ('old', old)],
+                                  lambda op, n: today[(op, n)])
+    got = {(r['op'], int(r['n'])): (r['run'], r['ours_over_up'])
+           for r in rows}
+    assert got == {('a', 1): ('new', '0.9'), ('b', 1): ('old', '1.0'),
+                   ('a', 5): ('old', '0.7')}
+    assert missing == [('c', 1)]
+
+
+def test_current_offer_follows_the_generator():
+    ops = pw.load_suite(os.path.join(ROOT, 'bench', 'operators',
+                                     'pyfr-ops.npz'), ['p3-quad-m0'])
+    key = ic.current_offer(ops)('p3-quad-m0', 110080)
+    mm = CUDAMatMul(ops['p3-quad-m0'], beta=0.0, aligne=16, n=110080,
+                    ldb=110080, ldc=110080)
+    variants = [c.variant for c in mm.offered(
+        mm.candidates(np.float64, compute_capability=(9, 0)))]
+    assert key == ic.offer_key(variants)
+    assert key != ic.current_offer(ops)('p3-quad-m0', 4096)
