@@ -37,7 +37,7 @@ the generator bakes it (PyFR always passes it), None otherwise:
   (2, 4, then 8 row groups; deepest first when beta != 0);
 - otherwise the plain cstream (one, then two columns a thread) first.
 
-With n baked (the kernel PyFR gets, timed at its panel sizes) three rules
+With n baked (the kernel PyFR gets, timed at its panel sizes) four rules
 change, all of them towards the simpler streaming kernels:
 
 - dense with fewer than FEW_FLOPS = 24 non-zeros per value moved (nnz /
@@ -59,20 +59,17 @@ change, all of them towards the simpler streaming kernels:
 - few rows (m <= 64, not tall and dense as above) and a B panel of
   B_FIRST_MIN_VALUES to B_FIRST_MAX_VALUES values (the rows of B used
   times n: 12 to 64 MiB in f64, a quarter of an H100's L2 to about one):
-  the
-  families that load B evict-first (bstream, the m-split bstream) fill
-  the first 8 places, the plain cstream and the k-split come after them.
-  PyFR times its candidates in a loop of its own, where a B panel read
-  evict-first has left L2 before the next repetition and one read through
-  the read-only path is still there; in a step B was just written by the
-  kernel before and C is read by the one after, and there the evict-first
-  loads, which leave L2 to C, were the faster (bench/results/
-  cuda-h100-context*.csv, --first8: the walk's pick more than 3 % slower
-  in place than the best of its first 8 on 15 of 126 operators at n =
-  110080, 11 of them a plain cstream or k-split picked over a bstream).
-  Outside those sizes the rule did not pay: panels far below the L2 stay
-  there whatever the loads, panels many times it leave nothing to keep
-  (1-4 % slower in place at n = 550400 with more than 45 rows of B).
+  the families that load B evict-first (bstream, the m-split bstream)
+  fill the first 8 places, the plain cstream and the k-split come after
+  them.  PyFR times its candidates in a loop of its own, where a B panel
+  read evict-first has left L2 before the next repetition and one read
+  through the read-only path is still there; in a step B was just
+  written by the kernel before and C is read by the one after, and there
+  the evict-first loads, which leave L2 to C, were the faster
+  (bench/results/cuda-h100-context*.csv, docs/in-context.md).  Smaller
+  panels stay in L2 whatever the loads (the rule lost there); with
+  larger ones PyFR itself was slower (hex p3, 84 and 168 MiB: 2.8 % a
+  step, pyfr-e2e-h100-bfirst-ab-*.csv).
 
 HIP (_order_hip): the order of gimmik.cost's estimate for the target
 arch (cost.hip_arch of the candidates' gcn_arch) and n (the baked n,
@@ -165,8 +162,9 @@ KSPLIT2, KSPLIT4 = 'ksplit2', 'ksplit4'
 BAKED_WIDE_FIRST = ('cstream-w1-nc', 'bstream-w1-cs')
 
 # With n baked: few rows, a B panel (rows of B used times n) of
-# B_FIRST_MIN_VALUES to B_FIRST_MAX_VALUES values: these rows (B loaded
-# evict-first) first, the plain cstream and the k-split after them
+# B_FIRST_MIN_VALUES to B_FIRST_MAX_VALUES values (12 to 64 MiB in f64):
+# these rows (B loaded evict-first) first, the plain cstream and the
+# k-split after them
 B_FIRST_MIN_VALUES = 3*2**19
 B_FIRST_MAX_VALUES = 8*2**20
 B_FIRST = ('bstream-w1-cs', 'msplit4-w1', 'msplit2-w2', 'msplit4-w2',
