@@ -1,9 +1,15 @@
 """bstream-msplit (HIP, CUDA): the rows of A split across a block's
 msplit warps, the used rows of B staged through a double-buffered chunk of
-bsz rows in shared memory."""
+bsz rows in shared memory.
+
+Where the platform batches loads (BATCH_LOADS), a warp's share of several
+chunks is loaded at once (plans.msplit_plan's load batches of at least
+that many loads a thread) and C's old values, read after the last chunk,
+in runs of that many rows (crows): on HIP a wave then waits for all its
+loads once a batch, not once a chunk or a row."""
 
 from gimmik import plans
-from gimmik.families import Family, Geometry
+from gimmik.families import BATCH_LOADS, Family, Geometry
 
 
 class BstreamMsplit(Family):
@@ -13,21 +19,48 @@ class BstreamMsplit(Family):
     def msplit(self):
         return min(self.params['msplit'], self.info.m)
 
+    @property
+    def min_loads(self):
+        return BATCH_LOADS[self.mm.platform]
+
     def geometry(self):
         w = self.params.get('width', 1)
         return Geometry((self.warp, self.msplit, 1),
                         2*self.params['bsz']*self.warp*w*self.itemsize, w)
 
     def build_plan(self):
-        return plans.msplit_plan(self.A, self.msplit, self.params['bsz'])
+        return plans.msplit_plan(self.A, self.msplit, self.params['bsz'],
+                                 min_loads=self.min_loads)
+
+    def crows(self):
+        """[y] -> runs of the rows of warp y whose old C values are loaded
+        together after the last chunk, or None: each row reads its own (no
+        batching, C preloaded or beta 0)."""
+        beta = self.mm.beta
+        if (self.min_loads is None or beta == 0
+                or self.params.get('preload_c', False)):
+            return None
+        out = []
+        for y, (r0, r1) in enumerate(self.plan.groups):
+            touched = {a for per_q in self.plan.updates for a, _, _, _
+                       in per_q[y]}
+            rows = [i for i in range(r0, r1)
+                    if plans.reads_c_value(i - r0 in touched, beta)]
+            out.append([rows[a:b] for a, b in
+                        plans.load_runs([1]*len(rows), self.min_loads)])
+        return out
 
     def context(self):
         p = self.params
         return {'plan': self.plan, 'bsz': p['bsz'],
                 'ntload': p.get('ntload', False),
-                'preload_c': p.get('preload_c', False)}
+                'preload_c': p.get('preload_c', False),
+                'crows': self.crows(),
+                'batched': self.min_loads is not None}
 
     def live_values(self):
         # the accumulators of the largest row group and the staged B values
-        nstage = max(len(ld) for per_q in self.plan.loads for ld in per_q)
-        return self.plan.nacc + nstage
+        # of a load batch (or, after the last chunk, a run of C's values)
+        crun = max([len(run) for runs in self.crows() or [] for run in runs]
+                   or [0])
+        return self.plan.nacc + max(self.plan.nstage, crun)
