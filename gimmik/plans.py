@@ -62,7 +62,8 @@ class MsplitPlan:
     chunks (`batches`, lists of chunk indices): a batch's global loads are
     all issued before the chunk ahead of it is computed, and its chunks are
     written to LDS one at a time from their registers: slots[q][y][s] is
-    the staging register of loads[q][y][s] (numbered within the batch)."""
+    the staging register of loads[q][y][s], numbered within the batch and
+    the same in every wavefront."""
     groups: list       # [(start, stop)] per wavefront
     chunks: list       # [[j, ...]] per chunk
     updates: list      # [q][y] -> [(a, value, r, first)]
@@ -80,10 +81,10 @@ class MsplitPlan:
 
     @property
     def nstage(self):
-        """Staging registers a thread needs: its loads of a batch."""
-        return max([sum(len(self.loads[q][y]) for q in batch)
-                    for batch in self.batches
-                    for y in range(len(self.groups))] or [0])
+        """Staging registers a thread needs: wavefront 0's (the fullest)
+        loads of a batch."""
+        return max([sum(len(self.loads[q][0]) for q in batch)
+                    for batch in self.batches] or [0])
 
 
 def msplit_plan(A, msplit, bsz, even=False, min_loads=None):
@@ -117,13 +118,14 @@ def msplit_plan(A, msplit, bsz, even=False, min_loads=None):
         per_chunk = [max(len(ld) for ld in load_y) for load_y in loads]
         batches = [list(range(q0, q1))
                    for q0, q1 in load_runs(per_chunk, min_loads)]
+    # the s-th load of a chunk has the same register in every wavefront
+    # (wavefront 0 loads the most rows of a chunk)
     slots = [None]*len(chs)
     for batch in batches:
-        used = [0]*len(groups)
+        used = 0
         for q in batch:
-            slots[q] = [list(range(used[y], used[y] + len(loads[q][y])))
-                        for y in range(len(groups))]
-            used = [u + len(loads[q][y]) for y, u in enumerate(used)]
+            slots[q] = [list(range(used, used + len(ld))) for ld in loads[q]]
+            used += len(loads[q][0])
     return MsplitPlan(groups, chs, updates, nacc, loads, batches, slots)
 
 

@@ -4,7 +4,9 @@ bsz rows in shared memory.
 
 Where the platform batches loads (BATCH_LOADS), a warp's share of several
 chunks is loaded at once (plans.msplit_plan's load batches of at least
-that many loads a thread) and C's old values, read after the last chunk,
+that many loads a thread), written to LDS by one code for every warp (not
+a case of the warps' switch: clang-19 waited for all loads again on the
+path that takes no case), and C's old values, read after the last chunk,
 in runs of that many rows (crows): on HIP a wave then waits for all its
 loads once a batch, not once a chunk or a row."""
 

@@ -5,7 +5,9 @@
 ## each warp loads a share of.
 ## The chunks are loaded in batches (plan.batches): a batch's global loads
 ## are issued before the FMAs of the chunk ahead of it, into registers its
-## chunks are written to LDS from, one chunk after each chunk's FMAs.
+## chunks are written to LDS from, one chunk after each chunk's FMAs;
+## batched (the platform batches loads, BATCH_LOADS): those writes are
+## one code for every warp (stage_store_all), not a case of the switch.
 ## crows (where C's old values are read after the chunks): per warp, runs
 ## of rows whose old values are loaded together before their stores.
 <%
@@ -18,11 +20,7 @@
     switch (threadIdx.y)
     {
 % for y in range(len(plan.groups)):
-% if batched and y == len(plan.groups) - 1:
-    default:
-% else:
     case ${y}:
-% endif
 ${body(y)}\
         break;
 % endfor
@@ -42,6 +40,30 @@ ${self.guarded(loads, W)}\
 % for s, r in zip(plan.slots[q][y], plan.loads[q][y]):
         bsh[${q % 2}][${r}][threadIdx.x] = st${s};
 % endfor
+</%def>
+## The same for every warp at once (no switch: no path of the kernel
+## leaves a warp's loads in flight past it): warp y writes chunk row
+## y + s*msplit from its s-th staging register of chunk q.
+<%def name="stage_store_all(q)">\
+<%
+    ms = len(plan.groups)
+    rows = len(plan.chunks[q])
+%>\
+% for s, slot in enumerate(plan.slots[q][0]):
+% if rows - s*ms >= ms:
+    bsh[${q % 2}][threadIdx.y + ${s*ms}][threadIdx.x] = st${slot};
+% else:
+    if (threadIdx.y < ${rows - s*ms})
+        bsh[${q % 2}][threadIdx.y + ${s*ms}][threadIdx.x] = st${slot};
+% endif
+% endfor
+</%def>
+<%def name="store_chunk(q)">\
+% if batched:
+${stage_store_all(q)}\
+% else:
+${per_wave(lambda y: stage_store(q, y))}\
+% endif
 </%def>
 <%def name="compute(q, y)">\
 % for a, v, r, first in plan.updates[q][y]:
@@ -102,7 +124,7 @@ ${per_wave(preload)}\
 
     // Stage chunk 0 of B
 ${per_wave(lambda y: stage_load(plan.batches[0], y))}\
-${per_wave(lambda y: stage_store(0, y))}\
+${store_chunk(0)}\
     __syncthreads();
 % for q in range(len(plan.chunks)):
 
@@ -112,7 +134,7 @@ ${per_wave(lambda y: stage_load(plan.batch_at(q + 1), y))}\
 % endif
 ${per_wave(lambda y: compute(q, y))}\
 % if q + 1 < len(plan.chunks):
-${per_wave(lambda y: stage_store(q + 1, y))}\
+${store_chunk(q + 1)}\
     __syncthreads();
 % endif
 % endfor
