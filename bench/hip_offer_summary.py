@@ -63,7 +63,7 @@ def summary(rows):
     out.append('| dtype | n | arch | operators | '
                + ' | '.join(t for t, _ in TARGETS)
                + ' | all but vm0 | all (first 8) | all |')
-    out.append('|---' * (len(TARGETS) + 6) + '|')
+    out.append('|---' * (len(TARGETS) + 7) + '|')
     for key in sorted(groups):
         rs = groups[key]
         ok = [meets(r) for r in rs]
