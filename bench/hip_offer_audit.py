@@ -20,7 +20,11 @@ bench/results/hip-offer-audit-NAME.csv says whether these targets hold:
   blocks take one of G row groups runs 1/G of its loads and waits).
 
 Column pass: all four over every offered candidate; pass_first8: the same
-with the last judged on the first 8 only (the ones PyFR times).
+with the last judged on the first 8 only (the ones PyFR times).  The
+columns vm0_fail_wave and vm0_fail_first8_wave judge the loads-batched
+target with one wait allowed on each wave's path: in the families whose
+waves each run their own case of a switch on the wave index (WAVE_CASES),
+a kernel too small for a batch may wait once a wave, not once a block.
 
     PYTHONPATH=. nice python3 bench/hip_offer_audit.py --name all
     PYTHONPATH=. python3 bench/hip_offer_audit.py --ops 'p4-hex-m460' --name x
@@ -62,11 +66,16 @@ MIN_WAVES = 2
 MIN_AT_WAVES = 3
 LOADS_PER_VM0 = 8
 
+# Families whose waves load B in their own case of a switch on the wave
+# index (blockDim.y waves a block)
+WAVE_CASES = ('bstream-msplit', 'cstream-ksplit', 'mfma-dense')
+
 FIELDS = ['op', 'm', 'k', 'nnz', 'density', 'dtype', 'n_mode', 'arch',
           'offered', 'distinct_first8', 'max_scratch', 'waves_first8',
           'at_2_waves', 'worst_vm0_ratio', 'vm0_fail', 'vm0_fail_first8',
           'vm0_fail_variants', 'worst_variant',
-          'pass', 'pass_first8', 'why']
+          'pass', 'pass_first8', 'why', 'vm0_fail_wave',
+          'vm0_fail_first8_wave']
 
 
 def operators(patterns):
@@ -83,34 +92,44 @@ def operators(patterns):
     return out
 
 
-def vm0_ok(rep, paths=1):
+def vm0_ok(rep, paths=1, waves=1):
     """Whether a kernel waits for all vector memory operations at most
     once per LOADS_PER_VM0 global loads on the path a block runs (at least
     once a path).  A kernel whose blocks take one of `paths` row groups
-    (meta row_groups) runs 1/paths of its loads and waits."""
+    (meta row_groups) runs 1/paths of its loads and waits.  waves: the
+    block's waves that run their own case (wave_paths), each allowed one
+    wait whatever its loads."""
     loads = sum(rep['global_loads'].values()) / paths
-    return rep['vmcnt0'] / paths <= max(1, loads // LOADS_PER_VM0)
+    return rep['vmcnt0'] / paths <= max(waves, loads // LOADS_PER_VM0)
+
+
+def wave_paths(meta):
+    """The waves of a block that run their own case of the kernel (1 for
+    a family whose waves run the same code)."""
+    return meta['block'][1] if meta['tplname'] in WAVE_CASES else 1
 
 
 def judge(offered, reps):
     """(row fields, pass, why) of one operator x dtype x n-mode x arch:
-    offered [(variant, src, row groups)], reps the ISA reports in that
-    order."""
+    offered [(variant, src, row groups, wave paths)], reps the ISA reports
+    in that order."""
     first = offered[:PYFR_NKERNS]
     distinct = len({hashlib.sha256(s.encode()).hexdigest()
-                    for _, s, _ in first})
-    errors = [v for (v, _, _), r in zip(offered, reps)
+                    for _, s, _, _ in first})
+    errors = [v for (v, _, _, _), r in zip(offered, reps)
               if isinstance(r, Exception)]
-    good = [(v, r, g) for (v, _, g), r in zip(offered, reps)
+    good = [(v, r, g, w) for (v, _, g, w), r in zip(offered, reps)
             if not isinstance(r, Exception)]
-    scratch = max([r['scratch_bytes'] for _, r, _ in good] or [0])
+    scratch = max([r['scratch_bytes'] for _, r, _, _ in good] or [0])
     waves = [r['occupancy'] for r in reps[:len(first)]
              if not isinstance(r, Exception)]
     at2 = sum(w >= MIN_WAVES for w in waves)
     ratios = [(r['vmcnt0'] / max(1, sum(r['global_loads'].values())), v)
-              for v, r, _ in good]
+              for v, r, _, _ in good]
     worst, worst_v = max(ratios) if ratios else (0.0, '')
-    vm0_bad = [i for i, (v, r, g) in enumerate(good) if not vm0_ok(r, g)]
+    vm0_bad = [i for i, (v, r, g, _) in enumerate(good) if not vm0_ok(r, g)]
+    wave_bad = [i for i, (v, r, g, w) in enumerate(good)
+                if not vm0_ok(r, g, w)]
     why = []
     if not offered:
         why.append('nothing offered')
@@ -136,7 +155,8 @@ def judge(offered, reps):
             'vm0_fail_variants': ' '.join(good[i][0] for i in vm0_bad),
             'worst_variant': worst_v,
             'pass': int(not why), 'pass_first8': int(first_ok),
-            'why': '; '.join(why)}
+            'why': '; '.join(why), 'vm0_fail_wave': len(wave_bad),
+            'vm0_fail_first8_wave': sum(i < len(first) for i in wave_bad)}
 
 
 def main(argv=None):
@@ -168,11 +188,12 @@ def main(argv=None):
                     mm = HIPMatMul(A, beta=default_beta(name), aligne=ALIGNE,
                                    **sizes)
                     per_arch = {arch: [(m['variant'], s,
-                                        m.get('row_groups', 1)) for s, m in
+                                        m.get('row_groups', 1),
+                                        wave_paths(m)) for s, m in
                                        mm.kernels(dtype, gcn_arch=arch)]
                                 for arch in args.arch}
                     jobs = [(s, arch) for arch in args.arch
-                            for _, s, _ in per_arch[arch]]
+                            for _, s, _, _ in per_arch[arch]]
                     reps = inspect_many(jobs, args.jobs)
                     for arch in args.arch:
                         offered = per_arch[arch]

@@ -28,11 +28,14 @@ TARGETS = [
               'waves a SIMD'),
     ('vm0_first8', f'loads batched, the first {PYFR_NKERNS}'),
     ('vm0_all', 'loads batched, every offered candidate'),
+    ('vm0_first8_wave', f'loads batched on a wave\'s path, the first '
+                        f'{PYFR_NKERNS} (CSVs without the column: -)'),
 ]
 
 
 def meets(r):
-    """{target: bool} of one audit row."""
+    """{target: bool, or None where the CSV lacks the column} of one
+    audit row."""
     offered = int(r['offered'])
     first = min(offered, PYFR_NKERNS)
     return {
@@ -42,6 +45,8 @@ def meets(r):
         'waves': int(r['at_2_waves']) >= min(MIN_AT_WAVES, first),
         'vm0_first8': int(r['vm0_fail_first8']) == 0,
         'vm0_all': int(r['vm0_fail']) == 0,
+        'vm0_first8_wave': (int(r['vm0_fail_first8_wave']) == 0
+                            if r.get('vm0_fail_first8_wave') else None),
     }
 
 
@@ -58,11 +63,12 @@ def summary(rows):
     out.append('| dtype | n | arch | operators | '
                + ' | '.join(t for t, _ in TARGETS)
                + ' | all but vm0 | all (first 8) | all |')
-    out.append('|---' * (len(TARGETS) + 6) + '|')
+    out.append('|---' * (len(TARGETS) + 7) + '|')
     for key in sorted(groups):
         rs = groups[key]
         ok = [meets(r) for r in rs]
-        counts = [sum(m[t] for m in ok) for t, _ in TARGETS]
+        counts = [('-' if any(m[t] is None for m in ok)
+                   else sum(m[t] for m in ok)) for t, _ in TARGETS]
         base = sum(all(v for t, v in m.items() if not t.startswith('vm0'))
                    for m in ok)
         out.append(f'| {" | ".join(key)} | {len(rs)} | '

@@ -56,17 +56,42 @@ def bstream_plan(A):
 class MsplitPlan:
     """bstream-msplit: wavefront y owns rows groups[y]; B's used rows are
     staged through LDS in `chunks` (lists of B row indices); for chunk q and
-    wavefront y, updates[q][y] lists (acc, value, chunk_row, first)."""
+    wavefront y, updates[q][y] lists (acc, value, chunk_row, first).
+
+    The chunks are loaded into registers in load batches of consecutive
+    chunks (`batches`, lists of chunk indices): a batch's global loads are
+    all issued before the chunk ahead of it is computed, and its chunks are
+    written to LDS one at a time from their registers: slots[q][y][s] is
+    the staging register of loads[q][y][s], numbered within the batch and
+    the same in every wavefront."""
     groups: list       # [(start, stop)] per wavefront
     chunks: list       # [[j, ...]] per chunk
     updates: list      # [q][y] -> [(a, value, r, first)]
     nacc: int          # accumulators per thread (largest group)
     loads: list        # [q][y] -> [chunk_row r] this wavefront stages
+    batches: list = None   # [[q, ...]] chunks loaded together
+    slots: list = None     # [q][y] -> [staging register of each load]
+
+    def batch_at(self, q):
+        """The batch whose first chunk is q, else None."""
+        for batch in self.batches:
+            if batch[0] == q:
+                return batch
+        return None
+
+    @property
+    def nstage(self):
+        """Staging registers a thread needs: wavefront 0's (the fullest)
+        loads of a batch."""
+        return max([sum(len(self.loads[q][0]) for q in batch)
+                    for batch in self.batches] or [0])
 
 
-def msplit_plan(A, msplit, bsz, even=False):
+def msplit_plan(A, msplit, bsz, even=False, min_loads=None):
     """even: the wavefronts get near-equal numbers of rows (bounding the
-    accumulators of each) instead of near-equal work."""
+    accumulators of each) instead of near-equal work.  min_loads: the
+    global loads a wavefront issues a load batch (chunks joined by
+    load_runs); None: one chunk a batch."""
     groups = (split_even(A.shape[0], msplit) if even
               else balanced_row_groups(A, msplit))
     bix = np.flatnonzero((A != 0).any(axis=0))
@@ -87,7 +112,21 @@ def msplit_plan(A, msplit, bsz, even=False):
         updates.append(per_y)
         loads.append(load_y)
     nacc = max(r1 - r0 for r0, r1 in groups)
-    return MsplitPlan(groups, chs, updates, nacc, loads)
+    if min_loads is None:
+        batches = [[q] for q in range(len(chs))]
+    else:
+        per_chunk = [max(len(ld) for ld in load_y) for load_y in loads]
+        batches = [list(range(q0, q1))
+                   for q0, q1 in load_runs(per_chunk, min_loads)]
+    # the s-th load of a chunk has the same register in every wavefront
+    # (wavefront 0 loads the most rows of a chunk)
+    slots = [None]*len(chs)
+    for batch in batches:
+        used = 0
+        for q in batch:
+            slots[q] = [list(range(used, used + len(ld))) for ld in loads[q]]
+            used += len(loads[q][0])
+    return MsplitPlan(groups, chs, updates, nacc, loads, batches, slots)
 
 
 @dataclass
@@ -199,9 +238,15 @@ class LoadBatch:
     rows: list         # [RowPlan]
 
 
+def reads_c_value(has_terms, beta):
+    """Whether a row of C with (has_terms) or without terms of A reads its
+    old value: C = A*B + beta*C leaves a zero row alone where beta = 1."""
+    return beta != 0 and (has_terms or beta != 1)
+
+
 def reads_c(row, beta):
-    """Whether computing row `row` of C reads its old value."""
-    return beta != 0 and (bool(row.terms) or beta != 1)
+    """Whether computing row `row` of a cstream plan reads C's old value."""
+    return reads_c_value(bool(row.terms), beta)
 
 
 def load_batches(plan, beta, min_loads):

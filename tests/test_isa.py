@@ -543,3 +543,39 @@ def test_beta_loads_batched(name, beta, family, params):
         loads = sum(rep['global_loads'].values())
         assert vm0_ok(rep, meta.get('row_groups', 1)), \
             f'{what}: {rep["vmcnt0"]} vmcnt(0) for {loads} loads'
+
+
+# -- the LDS-staged families: loads batched ---------------------------------
+# bstream-msplit waited for all loads once a chunk of 4 loads a wave (and,
+# its LDS writes a case of the waves' switch, again on the path that takes
+# no case): 18 full waits for 48 loads on a p3-hex-m132-shaped operator;
+# cstream-ksplit read each owned row's old C value at its store: 16 for 68
+# on a p2-hex-m3-shaped one (beta 1).  In load batches of at least 8 loads
+# a wave and runs of 8 C values they wait at most once per 8 loads.
+STAGED_WAITS = [('p3-hex-m132', 0.0, 'bstream-msplit',
+                 dict(width=1, msplit=4, bsz=16)),
+                ('p2-hex-m3', 1.0, 'cstream-ksplit', dict(ksplit=2))]
+
+
+@pytest.mark.parametrize('name,beta,family,params', STAGED_WAITS,
+                         ids=[f'{n}-{f}' for n, _, f, _ in STAGED_WAITS])
+def test_staged_loads_batched(name, beta, family, params):
+    _clang_or_skip()
+    from bench.hip_offer_audit import vm0_ok
+    from gimmik.base import Candidate
+    from gimmik.hip import HIPMatMul
+
+    A = _operator(name)
+    mm = HIPMatMul(A, beta=beta, aligne=16, n=PYFR_N, ldb=PYFR_N,
+                   ldc=PYFR_N)
+    for arch in ARCHES:
+        cand = Candidate(family, params, {'gcn_arch': arch,
+                                          'warp_size': 64})
+        src, meta = mm.render(cand, np.float64)
+        rep = isa.inspect(src, arch)
+        what = f'{name} {meta["variant"]} {arch}'
+        assert rep['scratch_bytes'] == 0, what
+        assert rep['occupancy'] >= 2, what
+        loads = sum(rep['global_loads'].values())
+        assert vm0_ok(rep), \
+            f'{what}: {rep["vmcnt0"]} vmcnt(0) for {loads} loads'

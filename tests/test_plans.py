@@ -3,14 +3,18 @@ beta != 0): batches cover every row and every B row once, each issues at
 least min_loads loads before its rows consume them, a short last batch
 joins the one before; the register estimate follows the batches and is
 cstream's at one row a batch.  load_runs (bstream's runs on HIP): runs
-cover the items in order, each of at least min_loads loads."""
+cover the items in order, each of at least min_loads loads.  msplit_plan's
+load batches (bstream-msplit on HIP): consecutive chunks, each batch of at
+least min_loads loads a wavefront, its chunks' staging registers numbered
+in turn (wavefront 0 loads the most) and the same in every wavefront."""
 
 import numpy as np
 import pytest
 
 from conftest import group_operator
 from gimmik.plans import (batched_live_values, cstream_live_b, cstream_plan,
-                          load_batches, load_runs, reads_c)
+                          load_batches, load_runs, msplit_plan, reads_c,
+                          reads_c_value)
 
 
 def batch_loads(batch):
@@ -41,6 +45,8 @@ def test_reads_c():
     assert [reads_c(r, 0.0) for r in plan] == [False, False]
     assert [reads_c(r, 1.0) for r in plan] == [True, False]
     assert [reads_c(r, -0.5) for r in plan] == [True, True]
+    assert [reads_c_value(t, 1.0) for t in (True, False)] == [True, False]
+    assert not reads_c_value(True, 0.0)
 
 
 def test_batch_sizes_on_a_diagonal():
@@ -94,3 +100,62 @@ def test_load_runs_cover_and_reach_min(rng):
     assert runs[0][0] == 0 and runs[-1][1] == 50
     assert all(a[1] == b[0] for a, b in zip(runs, runs[1:]))
     assert all(sum(loads[a:b]) >= 8 for a, b in runs)
+
+
+# -- bstream-msplit's load batches --------------------------------------------
+
+def wave_loads(plan, batch, y):
+    return sum(len(plan.loads[q][y]) for q in batch)
+
+
+@pytest.mark.parametrize('msplit,bsz', [(4, 16), (2, 16), (2, 8), (3, 16),
+                                        (4, 3)])
+@pytest.mark.parametrize('min_loads', [1, 8, 16])
+def test_msplit_batches_cover_chunks_and_stage_in_turn(rng, msplit, bsz,
+                                                       min_loads):
+    A = group_operator(rng)
+    plan = msplit_plan(A, msplit, bsz, min_loads=min_loads)
+    ms = len(plan.groups)
+    assert [q for b in plan.batches for q in b] == list(range(len(
+        plan.chunks)))
+    for b in plan.batches:
+        assert plan.batch_at(b[0]) == b
+        assert all(plan.batch_at(q) is None for q in b[1:])
+        # every batch but a lone one issues at least min_loads loads in
+        # some wavefront (the fullest: wave 0)
+        if len(plan.batches) > 1:
+            assert wave_loads(plan, b, 0) >= min_loads
+        slots = [s for q in b for s in plan.slots[q][0]]
+        assert slots == list(range(wave_loads(plan, b, 0)))
+        # the s-th load of a chunk goes to the same register in every
+        # wavefront that has one (the LDS writes are one code for all)
+        for q in b:
+            for y in range(ms):
+                n = len(plan.slots[q][y])
+                assert plan.slots[q][y] == plan.slots[q][0][:n]
+    assert plan.nstage == max(wave_loads(plan, b, 0) for b in plan.batches)
+
+
+def test_msplit_one_chunk_a_batch_without_min_loads(rng):
+    A = group_operator(rng)
+    plan = msplit_plan(A, 4, 16)
+    assert plan.batches == [[q] for q in range(len(plan.chunks))]
+    assert all(plan.slots[q][y] == list(range(len(plan.loads[q][y])))
+               for q in range(len(plan.chunks)) for y in range(4))
+    assert plan.nstage == max(len(ld) for per_q in plan.loads
+                              for ld in per_q)
+
+
+def test_msplit_batch_sizes():
+    """38 used B rows in chunks of 16, 16 and 6 over 4 wavefronts load 4,
+    4 and 2 (or 1) rows a wavefront: at 8 loads a batch, two chunks and
+    the short last one joined (10 staging registers); at 4, one chunk a
+    batch and the last joined."""
+    A = np.ones((8, 38))
+    plan = msplit_plan(A, 4, 16, min_loads=8)
+    assert plan.batches == [[0, 1, 2]]
+    assert plan.nstage == 10
+    assert plan.slots[2] == [[8, 9], [8, 9], [8], [8]]
+    plan = msplit_plan(A, 4, 16, min_loads=4)
+    assert plan.batches == [[0], [1, 2]]
+    assert plan.nstage == 6

@@ -162,7 +162,11 @@ class Family:
     def registers(self):
         """32-bit registers per thread the live values need, plus a
         margin; None without an estimate."""
-        live = self.live_values()
+        return self.registers_of(self.live_values())
+
+    def registers_of(self, live):
+        """32-bit registers per thread `live` values need, plus a margin
+        (None for None)."""
         if live is None:
             return None
         words = self.itemsize // 4 * self.params.get('width', 1)

@@ -3,11 +3,17 @@
 ## warps (wavefronts on AMD; plan.groups); the used rows of B are staged
 ## through a double buffered shared-memory (LDS) chunk of bsz rows, which
 ## each warp loads a share of.
-## The next chunk's global loads are issued before the current chunk's FMAs.
+## The chunks are loaded in batches (plan.batches): a batch's global loads
+## are issued before the FMAs of the chunk ahead of it, into registers its
+## chunks are written to LDS from, one chunk after each chunk's FMAs;
+## batched (the platform batches loads, BATCH_LOADS): those writes are
+## one code for every warp (stage_store_all), not a case of the switch.
+## crows (where C's old values are read after the chunks): per warp, runs
+## of rows whose old values are loaded together before their stores.
 <%
     W = width
     VT = self.vt(W)
-    nstage = max(len(ld) for per_q in plan.loads for ld in per_q)
+    nstage = plan.nstage
 %>
 ## Run body(y) for this thread's warp y (warp-uniform).
 <%def name="per_wave(body)">\
@@ -20,18 +26,44 @@ ${body(y)}\
 % endfor
     }
 </%def>
-<%def name="stage_load(q, y)">\
+<%def name="stage_load(batch, y)">\
 <%def name="loads(w)">\
-% for s, r in enumerate(plan.loads[q][y]):
+% for q in batch:
+% for s, r in zip(plan.slots[q][y], plan.loads[q][y]):
             st${s}${'' if w == W else self.attr.FIRST} = ${self.load_b(plan.chunks[q][r], 'col', w, context.get('ntload', False))};
+% endfor
 % endfor
 </%def>\
 ${self.guarded(loads, W)}\
 </%def>
 <%def name="stage_store(q, y)">\
-% for s, r in enumerate(plan.loads[q][y]):
+% for s, r in zip(plan.slots[q][y], plan.loads[q][y]):
         bsh[${q % 2}][${r}][threadIdx.x] = st${s};
 % endfor
+</%def>
+## The same for every warp at once (no switch: no path of the kernel
+## leaves a warp's loads in flight past it): warp y writes chunk row
+## y + s*msplit from its s-th staging register of chunk q.
+<%def name="stage_store_all(q)">\
+<%
+    ms = len(plan.groups)
+    rows = len(plan.chunks[q])
+%>\
+% for s, slot in enumerate(plan.slots[q][0]):
+% if rows - s*ms >= ms:
+    bsh[${q % 2}][threadIdx.y + ${s*ms}][threadIdx.x] = st${slot};
+% else:
+    if (threadIdx.y < ${rows - s*ms})
+        bsh[${q % 2}][threadIdx.y + ${s*ms}][threadIdx.x] = st${slot};
+% endif
+% endfor
+</%def>
+<%def name="store_chunk(q)">\
+% if batched:
+${stage_store_all(q)}\
+% else:
+${per_wave(lambda y: stage_store(q, y))}\
+% endif
 </%def>
 <%def name="compute(q, y)">\
 % for a, v, r, first in plan.updates[q][y]:
@@ -55,6 +87,16 @@ ${self.guarded(rows, W)}\
     touched = {a for per_q in plan.updates for a, _, _, _ in per_q[y]}
 %>\
 <%def name="rows(w)">\
+% if crows is not None:
+% for run in crows[y]:
+% for i in run:
+            const ${self.vt(w)} cin${i} = ${self.load_c(i, 'col', w)};
+% endfor
+% for i in run:
+${self.finish(i, 'col', w, f'acc{i - r0}' + ('' if w == W else self.attr.FIRST) if i - r0 in touched else None, f'cin{i}')}\
+% endfor
+% endfor
+% else:
 % for i in range(r0, r1):
 <%
     acc = f'acc{i - r0}' + ('' if w == W else self.attr.FIRST)
@@ -65,6 +107,7 @@ ${self.guarded(rows, W)}\
 ${self.finish(i, 'col', w, acc if i - r0 in touched else None)}\
 % endif
 % endfor
+% endif
 </%def>\
 ${self.guarded(rows, W)}\
 </%def>
@@ -80,18 +123,18 @@ ${per_wave(preload)}\
 % endif
 
     // Stage chunk 0 of B
-${per_wave(lambda y: stage_load(0, y))}\
-${per_wave(lambda y: stage_store(0, y))}\
+${per_wave(lambda y: stage_load(plan.batches[0], y))}\
+${store_chunk(0)}\
     __syncthreads();
 % for q in range(len(plan.chunks)):
 
     // Chunk ${q}: B rows ${', '.join(str(j) for j in plan.chunks[q])}
-% if q + 1 < len(plan.chunks):
-${per_wave(lambda y: stage_load(q + 1, y))}\
+% if plan.batch_at(q + 1):
+${per_wave(lambda y: stage_load(plan.batch_at(q + 1), y))}\
 % endif
 ${per_wave(lambda y: compute(q, y))}\
 % if q + 1 < len(plan.chunks):
-${per_wave(lambda y: stage_store(q + 1, y))}\
+${store_chunk(q + 1)}\
     __syncthreads();
 % endif
 % endfor

@@ -4,6 +4,8 @@
 ## every row of C, hands the partial sums of rows it does not own to their
 ## owner through shared memory (LDS),
 ## and each owner finishes its rows.
+## crows (where C's old values are read in the finish): per warp, runs of
+## its rows whose old values are loaded together before their stores.
 <%
     ks = block[1]
     owned = [[i for i in range(m) if plan.owner[i] == y] for y in range(ks)]
@@ -47,18 +49,33 @@ ${body(y)}\
 % endif
 % endfor
 </%def>
-<%def name="finish_rows(y)">\
-% for o, i in enumerate(owned[y]):
+<%def name="finish_row(y, i, cold=None)">\
 <%
+    o = owned[y].index(i)
     parts = ([f'own{o}'] if preload_c or plan.terms[y][i] else []) + \
             [f'red[{plan.slot[g][i]}][{i}][threadIdx.x]' for g in givers[i]]
 %>\
 % if preload_c:
     ${self.store_c(i, 'col', 1, ' + '.join(parts))};
 % else:
-    ${self.finish(i, 'col', 1, ' + '.join(parts) or None)}\
+    ${self.finish(i, 'col', 1, ' + '.join(parts) or None, cold)}\
 % endif
+</%def>
+<%def name="finish_rows(y)">\
+% if crows is not None:
+% for run in crows[y]:
+% for i in run:
+            const ${dtype} cin${i} = ${self.load_c(i, 'col', 1)};
 % endfor
+% for i in run:
+${finish_row(y, i, f'cin{i}')}\
+% endfor
+% endfor
+% else:
+% for i in owned[y]:
+${finish_row(y, i)}\
+% endfor
+% endif
 </%def>
 ${self.prologue()}\
     const int col = blockIdx.x*blockDim.x + threadIdx.x;

@@ -1,0 +1,154 @@
+"""bstream-msplit (gimmik.families.bstream_msplit) in load batches on HIP:
+its chunks staged in batches of at least BATCH_LOADS loads a wave and C's
+old values read in runs run exactly in the CPU executor (ragged n, padded
+strides, beta 0, 1 and -0.5, f32 and f64, n baked and not, 2, 3 and 4
+waves, a chunk a wave shares unevenly); the runs cover the rows that read
+C; a perturbed bake is caught; the CUDA rendering has no batches."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from conftest import Panels, random_operator
+from gimmik import CUDAMatMul, HIPMatMul
+from gimmik.base import Candidate
+from gimmik.emulate import run_hip
+from gimmik.families import BATCH_LOADS
+
+OPTS = {'gcn_arch': 'gfx942', 'warp_size': 64}
+
+# (m, msplit, bsz): 4 waves of 4 rows a chunk, 2 of 8, 3 waves sharing 16
+# rows unevenly (a wave loads 6, the others 5)
+ROWS = [dict(msplit=4, bsz=16, width=1),
+        dict(msplit=2, bsz=16, width=2, ntload=True),
+        dict(msplit=3, bsz=16, width=1),
+        dict(msplit=2, bsz=8, width=2, preload_c=True),
+        dict(msplit=4, bsz=16, width=2)]
+COMBOS = list(itertools.product((np.float64, np.float32), (0.0, 1.0, -0.5),
+                                (False, True)))
+
+
+def wide_operator(rng, m=21, k=70, density=0.25):
+    """Several chunks of B rows (the last ragged), a zero row of A and an
+    unused row of B."""
+    A = random_operator(rng, m, k, density)
+    A[4] = 0
+    A[:, 9] = 0
+    return A
+
+
+def run_one(rng, A, params, dtype, beta, baked, n=301, pad=(3, 5),
+            mutate=None):
+    lb, lc = n + pad[0], n + pad[1]
+    lb, lc = -(-lb // 2)*2, -(-lc // 2)*2
+    kw = dict(n=n, ldb=lb, ldc=lc) if baked else {}
+    mm = HIPMatMul(A, beta=beta, aligne=2, **kw)
+    cand = Candidate('bstream-msplit', params, OPTS)
+    if mutate:
+        mutate(mm.kernel(cand, dtype).plan)
+    src, meta = mm.render(cand, dtype)
+    p = Panels(rng, A, beta, dtype, n, lb, lc)
+    run_hip(src, meta, p.b, p.c)
+    return p, meta
+
+
+@pytest.mark.parametrize('dtype,beta,baked', COMBOS,
+                         ids=lambda x: getattr(x, '__name__', str(x)))
+def test_batched_rows_emulated(rng, dtype, beta, baked):
+    """Two rows a combination, in turn: every row meets several
+    combinations across the run."""
+    A = wide_operator(rng)
+    idx = COMBOS.index((dtype, beta, baked))
+    for params in (ROWS[idx % len(ROWS)], ROWS[(idx + 2) % len(ROWS)]):
+        if params.get('preload_c') and beta == 0:
+            continue
+        p, meta = run_one(rng, A, params, dtype, beta, baked)
+        p.check(f'{meta["variant"]} {np.dtype(dtype).name} beta={beta} '
+                f'baked={baked}')
+
+
+def test_batches_hold_several_chunks(rng):
+    """The operator's chunks are loaded two at a time by 4 waves of 4 rows
+    a chunk: the batches the kernel walks are the plan's."""
+    A = wide_operator(rng)
+    mm = HIPMatMul(A, beta=1.0, aligne=2)
+    fam = mm.kernel(Candidate('bstream-msplit', ROWS[0], OPTS), np.float64)
+    assert fam.plan.batches[0] == [0, 1]
+    assert fam.plan.nstage >= 8
+    src, _ = mm.render(Candidate('bstream-msplit', ROWS[0], OPTS),
+                       np.float64)
+    # the first batch: 8 staging registers a wave loaded before chunk 0's
+    # LDS writes
+    head = src[:src.index('__syncthreads')]
+    assert all(f'st{s} = ' in head for s in range(8))
+
+
+@pytest.mark.parametrize('beta', [1.0, -0.5])
+def test_c_runs_cover_the_rows_that_read_c(rng, beta):
+    A = wide_operator(rng)
+    mm = HIPMatMul(A, beta=beta, aligne=2)
+    fam = mm.kernel(Candidate('bstream-msplit', ROWS[0], OPTS), np.float64)
+    crows = fam.crows()
+    for (r0, r1), runs in zip(fam.plan.groups, crows):
+        rows = [i for run in runs for i in run]
+        zero = [i for i in range(r0, r1) if not A[i].any()]
+        want = [i for i in range(r0, r1) if beta != 1 or i not in zero]
+        assert rows == want
+        assert all(len(run) >= BATCH_LOADS['hip'] for run in runs[:-1])
+    assert fam.live_values() >= fam.plan.nacc + max(
+        len(run) for runs in crows for run in runs)
+
+
+def test_no_c_runs_where_c_is_not_read_in_the_finish(rng):
+    A = wide_operator(rng)
+    for beta, params in ((0.0, ROWS[0]), (1.0, ROWS[3])):
+        mm = HIPMatMul(A, beta=beta, aligne=2)
+        fam = mm.kernel(Candidate('bstream-msplit', params, OPTS),
+                        np.float64)
+        assert fam.crows() is None
+
+
+def test_cuda_renders_one_chunk_a_batch(rng):
+    A = wide_operator(rng)
+    mm = CUDAMatMul(A, beta=1.0, aligne=2)
+    cand = Candidate('bstream-msplit', dict(msplit=4, bsz=16, width=1),
+                     {'compute_capability': (9, 0)})
+    fam = mm.kernel(cand, np.float64)
+    assert fam.plan.batches == [[q] for q in range(len(fam.plan.chunks))]
+    assert fam.crows() is None
+
+
+def test_wrong_bake_is_caught(rng):
+    """A plan with one value changed gives a wrong C in the executor."""
+    A = wide_operator(rng)
+
+    def mutate(plan):
+        q, y = next((q, y) for q in range(len(plan.chunks))
+                    for y in range(len(plan.groups)) if plan.updates[q][y])
+        a, v, r, first = plan.updates[q][y][0]
+        plan.updates[q][y][0] = (a, v + 1.0, r, first)
+
+    p, _ = run_one(rng, A, ROWS[0], np.float64, 1.0, True, mutate=mutate)
+    with pytest.raises(AssertionError, match='relative error'):
+        p.check('mutated')
+
+
+def test_batches_only_within_the_register_limit(rng):
+    """Where batches would take the estimate past the limit (f64, 4 waves
+    of 82 rows: 4 staged values a wave fit, a batch of 10 does not), one
+    chunk a batch and C read a row at a time; the kernel still runs
+    exactly."""
+    A = np.zeros((328, 40))
+    for i in range(328):
+        A[i, [(i + d) % 40 for d in range(3)]] = rng.standard_normal(3)
+    mm = HIPMatMul(A, beta=1.0, aligne=2)
+    fam = mm.kernel(Candidate('bstream-msplit', ROWS[0], OPTS), np.float64)
+    batched = fam._plan(BATCH_LOADS['hip'])
+    assert fam.registers_of(batched.nacc + batched.nstage) \
+        > fam.register_limit()
+    assert fam.min_loads is None and fam.crows() is None
+    assert fam.plan.batches == [[q] for q in range(len(fam.plan.chunks))]
+    assert fam.registers() <= fam.register_limit()
+    p, meta = run_one(rng, A, ROWS[0], np.float64, 1.0, False, n=67)
+    p.check(meta['variant'])

@@ -1,0 +1,107 @@
+"""cstream-ksplit (gimmik.families.cstream_ksplit) on HIP: an owner's old C
+values read in runs before its stores run exactly in the CPU executor
+(ragged n, padded strides, beta 0, 1 and -0.5, f32 and f64, n baked and
+not, 2 and 4 waves, C preloaded or not); the runs cover the rows that
+read C; a perturbed bake is caught; the CUDA rendering reads C a row at a
+time."""
+
+import itertools
+import re
+
+import numpy as np
+import pytest
+
+from conftest import Panels, random_operator
+from gimmik import CUDAMatMul, HIPMatMul
+from gimmik.base import Candidate
+from gimmik.emulate import run_hip
+from gimmik.families import BATCH_LOADS
+
+OPTS = {'gcn_arch': 'gfx942', 'warp_size': 64}
+ROWS = [dict(ksplit=2), dict(ksplit=4), dict(ksplit=2, preload_c=True)]
+COMBOS = list(itertools.product((np.float64, np.float32), (0.0, 1.0, -0.5),
+                                (False, True)))
+
+
+def owned_operator(rng, m=27, k=30, density=0.2):
+    """More than a run of rows a wave owns, zero rows among them and an
+    unused row of B."""
+    A = random_operator(rng, m, k, density)
+    A[2] = 0
+    A[20] = 0
+    A[:, 5] = 0
+    return A
+
+
+def run_one(rng, A, params, dtype, beta, baked, n=301, pad=(3, 5),
+            mutate=None):
+    lb, lc = n + pad[0], n + pad[1]
+    kw = dict(n=n, ldb=lb, ldc=lc) if baked else {}
+    mm = HIPMatMul(A, beta=beta, **kw)
+    cand = Candidate('cstream-ksplit', params, OPTS)
+    if mutate:
+        mutate(mm.kernel(cand, dtype).plan)
+    src, meta = mm.render(cand, dtype)
+    p = Panels(rng, A, beta, dtype, n, lb, lc)
+    run_hip(src, meta, p.b, p.c)
+    return p, meta
+
+
+@pytest.mark.parametrize('dtype,beta,baked', COMBOS,
+                         ids=lambda x: getattr(x, '__name__', str(x)))
+def test_rows_emulated(rng, dtype, beta, baked):
+    A = owned_operator(rng)
+    for params in ROWS:
+        if params.get('preload_c') and beta == 0:
+            continue
+        p, meta = run_one(rng, A, params, dtype, beta, baked)
+        p.check(f'{meta["variant"]} {np.dtype(dtype).name} beta={beta} '
+                f'baked={baked}')
+
+
+@pytest.mark.parametrize('beta', [1.0, -0.5])
+@pytest.mark.parametrize('ksplit', [2, 4])
+def test_c_runs_cover_the_rows_that_read_c(rng, beta, ksplit):
+    A = owned_operator(rng)
+    mm = HIPMatMul(A, beta=beta)
+    fam = mm.kernel(Candidate('cstream-ksplit', dict(ksplit=ksplit), OPTS),
+                    np.float64)
+    crows = fam.crows()
+    for y, runs in enumerate(crows):
+        rows = [i for run in runs for i in run]
+        owned = [i for i, o in enumerate(fam.plan.owner) if o == y]
+        assert rows == [i for i in owned if beta != 1 or A[i].any()]
+        assert all(len(run) >= BATCH_LOADS['hip'] for run in runs[:-1])
+    src, _ = mm.render(Candidate('cstream-ksplit', dict(ksplit=ksplit),
+                                 OPTS), np.float64)
+    # every old value of C is read once and used once, after its read
+    for i in (i for runs in crows for run in runs for i in run):
+        uses = [m.group(0) for m in re.finditer(rf'\bcin{i}\b( = )?', src)]
+        assert uses == [f'cin{i} = ', f'cin{i}']
+
+
+def test_no_c_runs_where_c_is_not_read_in_the_finish(rng):
+    A = owned_operator(rng)
+    for beta, params in ((0.0, ROWS[0]), (1.0, ROWS[2])):
+        fam = HIPMatMul(A, beta=beta).kernel(
+            Candidate('cstream-ksplit', params, OPTS), np.float64)
+        assert fam.crows() is None
+    cand = Candidate('cstream-ksplit', ROWS[0],
+                     {'compute_capability': (9, 0)})
+    fam = CUDAMatMul(A, beta=1.0).kernel(cand, np.float64)
+    assert fam.crows() is None
+
+
+def test_wrong_bake_is_caught(rng):
+    """A plan with one value changed gives a wrong C in the executor."""
+    A = owned_operator(rng)
+
+    def mutate(plan):
+        y, i = next((y, i) for y in range(2) for i in range(A.shape[0])
+                    if plan.terms[y][i])
+        j, v = plan.terms[y][i][0]
+        plan.terms[y][i][0] = (j, v + 1.0)
+
+    p, _ = run_one(rng, A, ROWS[0], np.float64, 1.0, True, mutate=mutate)
+    with pytest.raises(AssertionError, match='relative error'):
+        p.check('mutated')
