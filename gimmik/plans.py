@@ -292,6 +292,19 @@ def load_runs(loads, min_loads):
     return runs
 
 
+def c_runs(rows, min_loads):
+    """rows: [y] -> the rows of C whose old values warp y reads; returns
+    [y] -> those rows in runs of at least min_loads (load_runs, one load a
+    row), read together."""
+    return [[r[a:b] for a, b in load_runs([1]*len(r), min_loads)]
+            for r in rows]
+
+
+def longest_run(runs):
+    """The most rows one run of c_runs holds (0 for None)."""
+    return max([len(run) for per_y in runs or [] for run in per_y] or [0])
+
+
 def batched_live_values(batches):
     """The most values a thread holds at once: the B values from their
     batch to the batch of their last use plus a batch's C values."""

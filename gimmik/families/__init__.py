@@ -196,6 +196,13 @@ class Family:
         kernel reads C, else None (one row a batch)."""
         return BATCH_LOADS[self.mm.platform] if self.mm.beta != 0 else None
 
+    def reads_c_in_runs(self, min_loads):
+        """Whether C's old values are read in runs of min_loads rows:
+        the platform batches (min_loads not None), C is read (beta != 0)
+        and not preloaded."""
+        return (min_loads is not None and self.mm.beta != 0
+                and not self.params.get('preload_c', False))
+
     def register_limit(self):
         """The most registers the estimate may give on this candidate's
         platform (max_registers), None for no limit."""

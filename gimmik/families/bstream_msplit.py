@@ -58,19 +58,15 @@ class BstreamMsplit(Family):
         return self._plan(self.min_loads)
 
     def _crows(self, plan, min_loads):
-        beta = self.mm.beta
-        if (min_loads is None or beta == 0
-                or self.params.get('preload_c', False)):
+        if not self.reads_c_in_runs(min_loads):
             return None
-        out = []
+        rows = []
         for y, (r0, r1) in enumerate(plan.groups):
             touched = {a for per_q in plan.updates for a, _, _, _
                        in per_q[y]}
-            rows = [i for i in range(r0, r1)
-                    if plans.reads_c_value(i - r0 in touched, beta)]
-            out.append([rows[a:b] for a, b in
-                        plans.load_runs([1]*len(rows), min_loads)])
-        return out
+            rows.append([i for i in range(r0, r1) if plans.reads_c_value(
+                i - r0 in touched, self.mm.beta)])
+        return plans.c_runs(rows, min_loads)
 
     def crows(self):
         """[y] -> runs of the rows of warp y whose old C values are loaded
@@ -90,9 +86,7 @@ class BstreamMsplit(Family):
     def _live(plan, crows):
         # the accumulators of the largest row group and the staged B values
         # of a load batch (or, after the last chunk, a run of C's values)
-        crun = max([len(run) for runs in crows or [] for run in runs]
-                   or [0])
-        return plan.nacc + max(plan.nstage, crun)
+        return plan.nacc + max(plan.nstage, plans.longest_run(crows))
 
     def live_values(self):
         return self._live(self.plan, self.crows())

@@ -26,18 +26,15 @@ class CstreamKsplit(Family):
         """[y] -> runs of the rows warp y owns whose old C values are loaded
         together in the finish, or None: each row reads its own (no
         batching, C preloaded or beta 0)."""
-        min_loads, beta = BATCH_LOADS[self.mm.platform], self.mm.beta
-        if (min_loads is None or beta == 0
-                or self.params.get('preload_c', False)):
+        min_loads = BATCH_LOADS[self.mm.platform]
+        if not self.reads_c_in_runs(min_loads):
             return None
-        plan, out = self.plan, []
-        for y in range(self.params['ksplit']):
-            rows = [i for i, owner in enumerate(plan.owner) if owner == y
-                    and plans.reads_c_value(
-                        any(terms[i] for terms in plan.terms), beta)]
-            out.append([rows[a:b] for a, b in
-                        plans.load_runs([1]*len(rows), min_loads)])
-        return out
+        plan = self.plan
+        return plans.c_runs(
+            [[i for i, owner in enumerate(plan.owner) if owner == y
+              and plans.reads_c_value(any(terms[i] for terms in plan.terms),
+                                      self.mm.beta)]
+             for y in range(self.params['ksplit'])], min_loads)
 
     def context(self):
         return {'plan': self.plan,
@@ -49,6 +46,5 @@ class CstreamKsplit(Family):
         # the finish, a run of C's old values with them)
         plan = self.plan
         nown = max(plan.owner.count(y) for y in range(self.params['ksplit']))
-        crun = max([len(run) for runs in self.crows() or [] for run in runs]
-                   or [0])
-        return max(max(len(ld) for ld in plan.loads) + nown, nown + crun)
+        return max(max(len(ld) for ld in plan.loads) + nown,
+                   nown + plans.longest_run(self.crows()))
