@@ -299,6 +299,13 @@ def offer_key(variants):
     return format(zlib.crc32(text.encode()), '08x')
 
 
+def offer_of(mm, cc):
+    """offer_key of the f64 candidates generator mm offers for compute
+    capability cc."""
+    return offer_key([c.variant for c in mm.offered(
+        mm.candidates(np.float64, compute_capability=cc))])
+
+
 def merge_runs(runs, current_offer):
     """Rows of several runs (runs: [(name, rows)], newest first) valid
     for today's code: per (op, n) the newest row whose offer column equals
@@ -525,8 +532,7 @@ def run_one(dev, around, name, A, n, futs, upfut, ops, cc, args):
             'n': n, 'ws_mib': f'{ws/2**20:.1f}',
             'flush_mib': f'{flush/2**20:.1f}', 'device': dev.name}
     mm = replay.ours_mm(A, beta, n)
-    base['offer'] = offer_key([c.variant for c in mm.offered(
-        mm.candidates(np.float64, compute_capability=cc))])
+    base['offer'] = offer_of(mm, cc)
     panels = timing.Panels(dev, A, beta, n,
                        seed=zlib.crc32(f'{name} {n}'.encode()))
     try:
@@ -627,10 +633,7 @@ MERGE_CC = (9, 0)
 def current_offer(ops, cc=MERGE_CC):
     """(op, n) -> offer_key of today's CUDAMatMul for that operator."""
     def key(op, n):
-        A = ops[op]
-        mm = replay.ours_mm(A, replay.beta_of(op), n)
-        return offer_key([c.variant for c in mm.offered(
-            mm.candidates(np.float64, compute_capability=cc))])
+        return offer_of(replay.ours_mm(ops[op], replay.beta_of(op), n), cc)
     return key
 
 
