@@ -9,6 +9,9 @@ import pytest
 
 from gimmik.verify import Panels, rel_error  # noqa: F401 (shared helpers)
 
+# The HIP target the executor tests render for
+HIP_OPTS = {'gcn_arch': 'gfx942', 'warp_size': 64}
+
 # Relative error allowed against the float64 NumPy reference
 RTOL = {np.float64: 1e-13, np.float32: 1e-5}
 
@@ -149,3 +152,27 @@ def confirmed_verdicts(monkeypatch):
     tests of the confirmation, which set the factor back."""
     monkeypatch.setattr('gimmik.tune.UNSTABLE_FACTOR', float('inf'),
                         raising=False)
+
+
+def run_hip_candidate(rng, A, family, params, dtype, beta, baked, n=301,
+                      pad=(3, 5), aligne=None, mutate=None):
+    """One HIP candidate (family, params) run in the CPU executor on fresh
+    panels with poisoned output: n columns, strides n + pad (rounded up
+    to aligne), n and strides baked or passed at run time; mutate(plan)
+    perturbs the plan before it is rendered.  Returns (panels, meta)."""
+    from gimmik import HIPMatMul
+    from gimmik.base import Candidate
+    from gimmik.emulate import run_hip
+
+    lb, lc = n + pad[0], n + pad[1]
+    if aligne:
+        lb, lc = (-(-x // aligne)*aligne for x in (lb, lc))
+    kw = dict(n=n, ldb=lb, ldc=lc) if baked else {}
+    mm = HIPMatMul(A, beta=beta, aligne=aligne, **kw)
+    cand = Candidate(family, params, HIP_OPTS)
+    if mutate:
+        mutate(mm.kernel(cand, dtype).plan)
+    src, meta = mm.render(cand, dtype)
+    p = Panels(rng, A, beta, dtype, n, lb, lc)
+    run_hip(src, meta, p.b, p.c)
+    return p, meta

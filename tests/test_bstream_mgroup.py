@@ -9,14 +9,14 @@ import itertools
 import numpy as np
 import pytest
 
-from conftest import Panels, random_operator
+from conftest import HIP_OPTS, Panels, random_operator, run_hip_candidate
 from gimmik import HIPMatMul
 from gimmik.base import Candidate
 from gimmik.emulate import run_hip
 from gimmik.families.bstream_mgroup import group_rows, mgroup_plan
 from gimmik.hip import BIG_M
 
-OPTS = {'gcn_arch': 'gfx942', 'warp_size': 64}
+OPTS = HIP_OPTS
 
 
 def tall_operator(rng, m=70, k=30, density=0.2):
@@ -72,19 +72,9 @@ COMBOS = list(itertools.product((np.float64, np.float32), (0.0, 1.0, -0.5),
                                 (False, True)))
 
 
-def run_one(rng, A, family, params, dtype, beta, baked, n=301,
-            pad=(3, 5), mutate=None):
-    lb, lc = n + pad[0], n + pad[1]
-    lb, lc = -(-lb // 2)*2, -(-lc // 2)*2
-    kw = dict(n=n, ldb=lb, ldc=lc) if baked else {}
-    mm = HIPMatMul(A, beta=beta, aligne=2, **kw)
-    cand = Candidate(family, params, OPTS)
-    if mutate:
-        mutate(mm.kernel(cand, dtype).plan)
-    src, meta = mm.render(cand, dtype)
-    p = Panels(rng, A, beta, dtype, n, lb, lc)
-    run_hip(src, meta, p.b, p.c)
-    return p, meta
+def run_one(rng, A, family, params, dtype, beta, baked, **kw):
+    return run_hip_candidate(rng, A, family, params, dtype, beta, baked,
+                             aligne=2, **kw)
 
 
 @pytest.mark.parametrize('dtype,beta,baked', COMBOS,

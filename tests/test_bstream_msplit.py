@@ -10,13 +10,12 @@ import itertools
 import numpy as np
 import pytest
 
-from conftest import Panels, random_operator
+from conftest import HIP_OPTS, random_operator, run_hip_candidate
 from gimmik import CUDAMatMul, HIPMatMul
 from gimmik.base import Candidate
-from gimmik.emulate import run_hip
 from gimmik.families import BATCH_LOADS
 
-OPTS = {'gcn_arch': 'gfx942', 'warp_size': 64}
+OPTS = HIP_OPTS
 
 # (m, msplit, bsz): 4 waves of 4 rows a chunk, 2 of 8, 3 waves sharing 16
 # rows unevenly (a wave loads 6, the others 5)
@@ -38,19 +37,9 @@ def wide_operator(rng, m=21, k=70, density=0.25):
     return A
 
 
-def run_one(rng, A, params, dtype, beta, baked, n=301, pad=(3, 5),
-            mutate=None):
-    lb, lc = n + pad[0], n + pad[1]
-    lb, lc = -(-lb // 2)*2, -(-lc // 2)*2
-    kw = dict(n=n, ldb=lb, ldc=lc) if baked else {}
-    mm = HIPMatMul(A, beta=beta, aligne=2, **kw)
-    cand = Candidate('bstream-msplit', params, OPTS)
-    if mutate:
-        mutate(mm.kernel(cand, dtype).plan)
-    src, meta = mm.render(cand, dtype)
-    p = Panels(rng, A, beta, dtype, n, lb, lc)
-    run_hip(src, meta, p.b, p.c)
-    return p, meta
+def run_one(rng, A, params, dtype, beta, baked, **kw):
+    return run_hip_candidate(rng, A, 'bstream-msplit', params, dtype, beta,
+                             baked, aligne=2, **kw)
 
 
 @pytest.mark.parametrize('dtype,beta,baked', COMBOS,

@@ -11,13 +11,12 @@ import re
 import numpy as np
 import pytest
 
-from conftest import Panels, random_operator
+from conftest import HIP_OPTS, random_operator, run_hip_candidate
 from gimmik import CUDAMatMul, HIPMatMul
 from gimmik.base import Candidate
-from gimmik.emulate import run_hip
 from gimmik.families import BATCH_LOADS
 
-OPTS = {'gcn_arch': 'gfx942', 'warp_size': 64}
+OPTS = HIP_OPTS
 ROWS = [dict(ksplit=2), dict(ksplit=4), dict(ksplit=2, preload_c=True)]
 COMBOS = list(itertools.product((np.float64, np.float32), (0.0, 1.0, -0.5),
                                 (False, True)))
@@ -33,18 +32,9 @@ def owned_operator(rng, m=27, k=30, density=0.2):
     return A
 
 
-def run_one(rng, A, params, dtype, beta, baked, n=301, pad=(3, 5),
-            mutate=None):
-    lb, lc = n + pad[0], n + pad[1]
-    kw = dict(n=n, ldb=lb, ldc=lc) if baked else {}
-    mm = HIPMatMul(A, beta=beta, **kw)
-    cand = Candidate('cstream-ksplit', params, OPTS)
-    if mutate:
-        mutate(mm.kernel(cand, dtype).plan)
-    src, meta = mm.render(cand, dtype)
-    p = Panels(rng, A, beta, dtype, n, lb, lc)
-    run_hip(src, meta, p.b, p.c)
-    return p, meta
+def run_one(rng, A, params, dtype, beta, baked, **kw):
+    return run_hip_candidate(rng, A, 'cstream-ksplit', params, dtype, beta,
+                             baked, **kw)
 
 
 @pytest.mark.parametrize('dtype,beta,baked', COMBOS,
