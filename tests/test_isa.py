@@ -521,11 +521,10 @@ BATCHED_WAITS = [('p4-pri-m6', 1.0, 'cstream-mblock',
                  ('p4-hex-m6', 1.0, 'cstream', dict(width=1))]
 
 
-@pytest.mark.parametrize('name,beta,family,params', BATCHED_WAITS,
-                         ids=[f'{n}-{f}' for n, _, f, _ in BATCHED_WAITS])
-def test_beta_loads_batched(name, beta, family, params):
+def _baked_reports(name, beta, family, params):
+    """(src, meta, clang's report, label) of one candidate of operator
+    `name` at PyFR's n, on each of ARCHES."""
     _clang_or_skip()
-    from bench.hip_offer_audit import vm0_ok
     from gimmik.base import Candidate
     from gimmik.hip import HIPMatMul
 
@@ -536,9 +535,17 @@ def test_beta_loads_batched(name, beta, family, params):
         cand = Candidate(family, params, {'gcn_arch': arch,
                                           'warp_size': 64})
         src, meta = mm.render(cand, np.float64)
+        yield src, meta, isa.inspect(src, arch), \
+            f'{name} {meta["variant"]} {arch}'
+
+
+@pytest.mark.parametrize('name,beta,family,params', BATCHED_WAITS,
+                         ids=[f'{n}-{f}' for n, _, f, _ in BATCHED_WAITS])
+def test_beta_loads_batched(name, beta, family, params):
+    from bench.hip_offer_audit import vm0_ok
+
+    for src, meta, rep, what in _baked_reports(name, beta, family, params):
         assert 'cin' in src, 'C is not read ahead'
-        rep = isa.inspect(src, arch)
-        what = f'{name} {meta["variant"]} {arch}'
         assert rep['scratch_bytes'] == 0, what
         loads = sum(rep['global_loads'].values())
         assert vm0_ok(rep, meta.get('row_groups', 1)), \
@@ -560,20 +567,9 @@ STAGED_WAITS = [('p3-hex-m132', 0.0, 'bstream-msplit',
 @pytest.mark.parametrize('name,beta,family,params', STAGED_WAITS,
                          ids=[f'{n}-{f}' for n, _, f, _ in STAGED_WAITS])
 def test_staged_loads_batched(name, beta, family, params):
-    _clang_or_skip()
     from bench.hip_offer_audit import vm0_ok
-    from gimmik.base import Candidate
-    from gimmik.hip import HIPMatMul
 
-    A = _operator(name)
-    mm = HIPMatMul(A, beta=beta, aligne=16, n=PYFR_N, ldb=PYFR_N,
-                   ldc=PYFR_N)
-    for arch in ARCHES:
-        cand = Candidate(family, params, {'gcn_arch': arch,
-                                          'warp_size': 64})
-        src, meta = mm.render(cand, np.float64)
-        rep = isa.inspect(src, arch)
-        what = f'{name} {meta["variant"]} {arch}'
+    for _, _, rep, what in _baked_reports(name, beta, family, params):
         assert rep['scratch_bytes'] == 0, what
         assert rep['occupancy'] >= 2, what
         loads = sum(rep['global_loads'].values())
