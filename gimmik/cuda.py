@@ -232,6 +232,18 @@ BAKED_OFFER_DENSE = 2
 BAKED_OFFER_MIN_NNZ = 512
 BAKED_MMA_ONLY_NNZ = 1500
 
+# Evict-first B loads (ld 'cs': the bstream, m-split bstream and cstream-cs
+# rows) keep L2 for C where the B panel is about one to two L2s; where
+# it is many L2s nothing of it stays there anyway, and with n baked the
+# rows whose panel (rows of B used times n) has more than
+# PLAIN_B_MIN_VALUES values (200 MiB in f64, four H100 L2s) load B plainly
+# (ld 'plain').  H100, in PyFR's place (bench/in_context.py), each 'cs'
+# candidate beside its plain twin: panels of 54-108 MiB, plain 1.03-1.09x
+# the time (one 0.99x); 134 MiB 1.01-1.02x; 210-227 MiB 0.98-1.005x;
+# 269-538 MiB 0.97-0.99x (one 1.05x: msplit16)
+# (bench/results/cuda-h100-context-ldtwin*-candidates.csv).
+PLAIN_B_MIN_VALUES = 25*2**20
+
 # Streaming families run this many threads per block.
 STREAM_BLOCK = 128
 
@@ -290,9 +302,17 @@ class CUDAMatMul(MatMul):
     def _candidates(self, dtype, compute_capability):
         out = self._from_table(
             CANDIDATES, _gates(self, dtype, compute_capability), dtype,
-            {'compute_capability': compute_capability})
+            {'compute_capability': compute_capability}, adapt=self._adapt)
         return order_candidates(self.info, out, 'cuda', beta=self.beta,
                                 n=self.n)
+
+    def _adapt(self, row, params):
+        # evict-first B loads become plain ones on panels of many L2s
+        # (PLAIN_B_MIN_VALUES)
+        if (params.get('ld') == 'cs' and self.n is not None
+                and len(self.info.bix)*self.n > PLAIN_B_MIN_VALUES):
+            return dict(params, ld='plain')
+        return params
 
     def offered(self, cands):
         # With n baked (PyFR's call, which compiles every candidate it

@@ -685,3 +685,69 @@ def test_baked_n_offers_fewer_candidates_of_big_operators(rng):
     assert len(mma) > BAKED_OFFER_DENSE
     assert [meta['variant'] for _, meta in offered] == \
         mma[:BAKED_OFFER_DENSE]
+
+
+# -- B load hints by the size of the B panel ---------------------------------
+_B_CS = re.compile(r'__ldcs\(\(?(const \w+\*\))?\(?b\b')
+
+
+def _cs_variants(mm):
+    return {c.variant for c in mm.candidates(np.float64)
+            if c.params.get('ld') in ('cs', 'plain')}
+
+
+def test_evict_first_b_loads_only_below_many_l2s(rng):
+    """With n baked, the rows loading B evict-first load it plainly where
+    the panel (rows of B used x n) has more than PLAIN_B_MIN_VALUES values,
+    and keep 'cs' below it and with n at run time."""
+    from gimmik import cuda
+    A = random_operator(rng, 24, 40, 0.3)
+    A[:, 7] = 0.0
+    used = int((A != 0).any(axis=0).sum())
+    over = cuda.PLAIN_B_MIN_VALUES // used + 1
+    under = cuda.PLAIN_B_MIN_VALUES // used
+    big = CUDAMatMul(A, n=over, ldb=over, ldc=over)
+    small = CUDAMatMul(A, n=under, ldb=under, ldc=under)
+    runtime = CUDAMatMul(A)
+    assert all('ldplain' in v for v in _cs_variants(big))
+    for mm in (small, runtime):
+        vs = _cs_variants(mm)
+        assert vs and all('ldcs' in v for v in vs)
+    # the same candidates otherwise, and no evict-first B load in the source
+    assert ({v.replace('ldplain', 'ldcs') for v in _cs_variants(big)}
+            == _cs_variants(small))
+    for src, meta in big.kernels(np.float64):
+        if 'ldplain' in meta['variant']:
+            assert not _B_CS.search(src), meta['variant']
+    for src, meta in small.kernels(np.float64):
+        if 'ldcs' in meta['variant']:
+            assert _B_CS.search(src), meta['variant']
+
+
+@pytest.mark.skipif(GXX is None, reason='g++ is not installed')
+@pytest.mark.parametrize('beta', [0.0, -0.5])
+def test_plain_b_loads_emulated(rng, monkeypatch, beta):
+    """Every plain-load candidate (the limit lowered so that a small panel
+    is 'many L2s') runs exactly on the CPU: ragged n, padded ldb/ldc, C
+    poisoned where beta is 0, the padding untouched."""
+    from gimmik import cuda
+    A = random_operator(rng, 13, 11, 0.4)
+    n, ldb, ldc = 45, 48, 50
+    monkeypatch.setattr(cuda, 'PLAIN_B_MIN_VALUES', 8)
+    mm = CUDAMatMul(A, beta=beta, aligne=2, n=n, ldb=ldb, ldc=ldc)
+    plain = [(s, m) for s, m in mm.kernels(np.float64)
+             if 'ldplain' in m['variant']]
+    assert len(plain) >= 3
+    for src, meta in plain:
+        B = rng.standard_normal((11, ldb))
+        C = rng.standard_normal((13, ldc))
+        C[:, n:] = 9.0
+        ref = A @ B[:, :n] + beta*C[:, :n]
+        if beta == 0:
+            C[:, :n] = np.nan
+        out = emulate(src, meta, B, C, n)
+        scale = np.abs(A) @ np.abs(B[:, :n]) + abs(beta)*np.abs(ref) + 1
+        assert np.isfinite(out[:, :n]).all(), meta['variant']
+        assert (np.abs(out[:, :n] - ref) <= 1e-13*scale).all(), \
+            meta['variant']
+        assert (out[:, n:] == 9.0).all(), meta['variant']
