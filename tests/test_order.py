@@ -10,7 +10,7 @@ import pytest
 from bench import order_analysis as oa
 from gimmik.analysis import analyse
 from gimmik.base import Candidate
-from gimmik.cuda import CUDAMatMul
+from gimmik.cuda import PLAIN_B_MIN_VALUES, CUDAMatMul
 from gimmik import cost, hip
 from gimmik.order import _mblock_groups, order_candidates
 
@@ -185,10 +185,12 @@ def test_baked_n_sparse_wide_plain_streams_first():
     _, out = ordered(A, n=PYFR_N)
     assert [c.variant for c in out[:2]] == [
         'cstream/ldnc/width1', 'bstream/ldcs/width1']
+    # a B panel beyond PLAIN_B_MIN_VALUES as well: bstream loads B plainly
     A = rng_sparse(20, 60, 0.2)
+    assert len(analyse(A).bix)*550400 > PLAIN_B_MIN_VALUES
     _, out = ordered(A, n=550400)
     assert [c.variant for c in out[:3]] == [
-        'cstream/ldnc/width1', 'bstream/ldcs/width1',
+        'cstream/ldnc/width1', 'bstream/ldplain/width1',
         'cstream-ksplit/ksplit4']
     # dense wide keeps the k-split first (a B panel beyond the B-first
     # sizes)
