@@ -70,7 +70,7 @@ class MfmaDense(Family):
         p = self.params
         bake = self.mm.memo('mfma-bake', lambda: mfma.bake_mfma(self.A))
         return mfma.mfma_plan(bake, p['msplit'], p.get('kchunk', 1),
-                              p['vec'], p.get('nbuf', 1))
+                              p['vec'], p.get('nbuf', 1), p['pipe'])
 
     def context(self):
         plan, g = self.plan, self.geometry()
