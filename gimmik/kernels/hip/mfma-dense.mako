@@ -173,41 +173,16 @@ ${kname}_ld2r(const ${dtype}* __restrict__ p, int e)
 
 % endif
 % endif
-## body(True) in a full block, body(False) in the block holding column
-## n - 1 (a wave-uniform branch).
-<%def name="by_block(body)">\
-% if allfull:
-    {
-${body(True)}\
-    }
-% else:
-    if (full)
-    {
-${body(True)}\
-    }
-    else
-    {
-${body(False)}\
-    }
-% endif
-</%def>
-
 ## ('l', r): C's old values of run r (rows past m read row m - 1).
-<%def name="load_c(r)">\
-% for i, v in plan.crun[r]:
-    gimmik_v4d c${i}_${v};
-% endfor
-${by_block(lambda full: capture(load_c_body, r, full))}\
-</%def>
-<%def name="load_c_body(r, full)">\
+<%def name="load_c(r, full)">\
 % for i, v in plan.crun[r]:
 <%
     p = f'cw + {crow(i, v)}*ldcl'
 %>\
 % if full:
-        c${i}_${v} = ${kname}_ld4(${p});
+    const gimmik_v4d c${i}_${v} = ${kname}_ld4(${p});
 % else:
-        c${i}_${v} = ${kname}_ld4r(${p}, nleft - 1);
+    const gimmik_v4d c${i}_${v} = ${kname}_ld4r(${p}, nleft - 1);
 % endif
 % endfor
 </%def>
@@ -215,19 +190,15 @@ ${by_block(lambda full: capture(load_c_body, r, full))}\
 ## ('b', kt): direct path, B's rows of k-tile kt for this lane (row g of the
 ## k-tile; lanes of padding rows read the last row, and take zeros at the
 ## MFMAs, so that nothing waits for the loads before).
-<%def name="load_b(kt)">\
+<%def name="load_b(kt, full)">\
 <%
     rows = [r for r in tl.ktile_rows(kt) if r >= 0]
     p = f'bc + {mfma.index_expr(rows, "g", 3)}*ldbl'
 %>\
-    gimmik_v4d b${kt};
-${by_block(lambda full: capture(load_b_body, kt, p, full))}\
-</%def>
-<%def name="load_b_body(kt, p, full)">\
 % if full:
-        b${kt} = ${kname}_ld4(${p});
+    gimmik_v4d b${kt} = ${kname}_ld4(${p});
 % else:
-        b${kt} = ${kname}_ld4r(${p}, nleft - 1);
+    gimmik_v4d b${kt} = ${kname}_ld4r(${p}, nleft - 1);
 % endif
 </%def>
 
@@ -240,25 +211,8 @@ ${by_block(lambda full: capture(load_b_body, kt, p, full))}\
 
 ## ('s', q): LDS path, this wavefront's staging slots of chunk q: slot s
 ## is load ix/vec + s*msplit of the chunk (buffer row ix + vec*s*msplit),
-## rows of B looked up by ix, padding rows zero.
-<%def name="load_stage(q)">\
-% for s, loads in enumerate(plan.stage[q]):
-    ${VB} s${q}_${s};
-% endfor
-${by_block(lambda full: capture(load_stage_body, q, full))}\
-<%
-    nvalid = sum(r >= 0 for sl in plan.stage[q] for _, rs in sl for r in rs)
-%>\
-% for s, loads in enumerate(plan.stage[q]):
-<%
-    j0 = vec*s*ms
-%>\
-% if j0 + vec*len(loads) > nvalid:
-    s${q}_${s} = ix < ${nvalid - j0} ? s${q}_${s} : ${VB}{};
-% endif
-% endfor
-</%def>
-<%def name="load_stage_body(q, full)">\
+## rows of B looked up by ix (padding rows: the last row of B it uses).
+<%def name="load_stage(q, full)">\
 <%
     allrows = [r for sl in plan.stage[q] for _, rs in sl for r in rs]
     valid = [r for r in allrows if r >= 0]
@@ -268,31 +222,39 @@ ${by_block(lambda full: capture(load_stage_body, q, full))}\
     p = f'b + {mfma.index_expr(valid, "ix", vec*ms - 1, vec*s*ms)}*ldbl + scol'
     guard = f'if (wave < {len(loads)}) ' if len(loads) < ms else ''
 %>\
+    ${VB} s${q}_${s};
 % if full and vec == 2:
-        ${guard}s${q}_${s} = *(const gimmik_v2*) (${p});
+    ${guard}s${q}_${s} = *(const gimmik_v2*) (${p});
 % elif full:
-        ${guard}s${q}_${s} = *(${p});
+    ${guard}s${q}_${s} = *(${p});
 % elif vec == 2:
-        ${guard}s${q}_${s} = ${kname}_ld2r(${p}, se);
+    ${guard}s${q}_${s} = ${kname}_ld2r(${p}, se);
 % else:
-        ${guard}s${q}_${s} = (${p})[0 < se ? 0 : se];
+    ${guard}s${q}_${s} = (${p})[0 < se ? 0 : se];
 % endif
 % endfor
 </%def>
 
-## ('w', q, buf): ... written to LDS buffer buf (a wavefront without a load
-## in the last slot skips it).
+## ('w', q, buf): ... written to LDS buffer buf, padding rows as zeros (a
+## wavefront without a load in the last slot skips it).
 <%def name="store_stage(q, buf)">\
+<%
+    nvalid = sum(r >= 0 for sl in plan.stage[q] for _, rs in sl for r in rs)
+%>\
 % for s, loads in enumerate(plan.stage[q]):
 <%
-    dst = f'bsh[{buf}][ix + {vec*s*ms}][sx]'
+    j0 = vec*s*ms
+    dst = f'bsh[{buf}][ix + {j0}][sx]'
     dst = f'*(gimmik_v2*) &{dst}' if vec == 2 else dst
+    val = f's{q}_{s}'
+    if j0 + vec*len(loads) > nvalid:
+        val = f'ix < {nvalid - j0} ? {val} : {VB}{{}}'
 %>\
 % if len(loads) < ms:
     if (wave < ${len(loads)})
-        ${dst} = s${q}_${s};
+        ${dst} = ${val};
 % else:
-    ${dst} = s${q}_${s};
+    ${dst} = ${val};
 % endif
 % endfor
 </%def>
@@ -326,7 +288,7 @@ ${by_block(lambda full: capture(load_stage_body, q, full))}\
 % if beta != 0:
 % for i, v in plan.crun[r]:
 % if top + 16*i + 4*v >= m:
-        GIMMIK_KEEP(c${i}_${v});
+    GIMMIK_KEEP(c${i}_${v});
 % endif
 % endfor
 % endif
@@ -339,9 +301,45 @@ ${by_block(lambda full: capture(load_stage_body, q, full))}\
                    for nt in range(4))
 %>\
 % if full:
-        ${guard}${kname}_st4(cw + ${row}*ldcl, ${xs});
+    ${guard}${kname}_st4(cw + ${row}*ldcl, ${xs});
 % else:
-        ${guard}${kname}_st4r(cw + ${row}*ldcl, nleft, ${xs});
+    ${guard}${kname}_st4r(cw + ${row}*ldcl, nleft, ${xs});
+% endif
+% endfor
+</%def>
+
+## The kernel's steps for a full block (full) or the block holding column
+## n - 1.
+<%def name="run_steps(full)">\
+% for st in plan.steps:
+% if st[0] == 'l' and beta != 0:
+${load_c(st[1], full)}\
+    GIMMIK_SCHED_BARRIER();
+% elif st[0] == 'f':
+% if st[1] == 0:
+
+    // C = A*B${'' if beta == 0 else ' + beta*C'}
+% endif
+${finish(st[1], full)}\
+% elif st[0] == 'a':
+${load_a(st[2])}\
+    GIMMIK_SCHED_BARRIER();
+% elif st[0] == 'b':
+${load_b(st[1], full)}\
+    GIMMIK_SCHED_BARRIER();
+% elif st[0] == 's':
+
+    // Chunk ${st[1]} of B: k-tiles ${plan.chunks[st[1]][0]}..${plan.chunks[st[1]][-1]}
+${load_stage(st[1], full)}\
+    GIMMIK_SCHED_BARRIER();
+% elif st[0] == 'w':
+${store_stage(st[1], st[2])}\
+% elif st[0] == 'sync':
+    __syncthreads();
+% elif st[0] == 'r':
+${read_b(st[1], st[2])}\
+% elif st[0] == 'm':
+${mfmas(st[1])}\
 % endif
 % endfor
 </%def>
@@ -389,35 +387,16 @@ ${self.prologue()}\
     const ${dtype}* bl${buf} = &bsh[${buf}][g][2*t];
 % endfor
 % endif
-% for st in plan.steps:
-% if st[0] == 'l' and beta != 0:
-${load_c(st[1])}\
-    GIMMIK_SCHED_BARRIER();
-% elif st[0] == 'f':
-% if st[1] == 0:
-
-    // C = A*B${'' if beta == 0 else ' + beta*C'}
+% if allfull:
+${run_steps(True)}\
+% else:
+    if (full)
+    {
+${run_steps(True)}\
+    }
+    else
+    {
+${run_steps(False)}\
+    }
 % endif
-${by_block(lambda full: capture(finish, st[1], full))}\
-% elif st[0] == 'a':
-${load_a(st[2])}\
-    GIMMIK_SCHED_BARRIER();
-% elif st[0] == 'b':
-${load_b(st[1])}\
-    GIMMIK_SCHED_BARRIER();
-% elif st[0] == 's':
-
-    // Chunk ${st[1]} of B: k-tiles ${plan.chunks[st[1]][0]}..${plan.chunks[st[1]][-1]}
-${load_stage(st[1])}\
-    GIMMIK_SCHED_BARRIER();
-% elif st[0] == 'w':
-${store_stage(st[1], st[2])}\
-% elif st[0] == 'sync':
-    __syncthreads();
-% elif st[0] == 'r':
-${read_b(st[1], st[2])}\
-% elif st[0] == 'm':
-${mfmas(st[1])}\
-% endif
-% endfor
 }
