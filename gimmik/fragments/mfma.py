@@ -259,6 +259,14 @@ class MfmaPlan:
         return next(q for q, ch in enumerate(self.chunks) if kt in ch)
 
 
+def code_paths(n):
+    """Copies of its steps an mfma-dense kernel for n columns (None: n at
+    run time) holds: one where n is a multiple of the WAVE columns of a
+    block (every block launched is full), else two, one for full blocks
+    and one for the block holding column n - 1."""
+    return 1 if n is not None and n % WAVE == 0 else 2
+
+
 def wave_groups(m_tiles, msplit):
     """m-tiles of each of the msplit wavefronts: ceil(m_tiles/msplit) each,
     the last ones possibly fewer."""

@@ -40,7 +40,7 @@
     afrag = f'{kname}_afrag'
     rowsof = {kt: ts for items in plan.work for kt, ts in items}
     # n baked at a multiple of 64: every launched block below n is full
-    allfull = n is not None and n % 64 == 0
+    allfull = mfma.code_paths(n) == 1
     # the last row of C a lane of any wavefront may reach: rows past m are
     # loaded from row m - 1 and not stored
     top = 16*plan.per*(ms - 1) + 3
@@ -65,7 +65,7 @@ typedef double gimmik_v4d __attribute__((vector_size(32)));
 #endif
 #endif
 
-// x kept live (computed) at this point, where the target has inline asm
+// x computed at this point, where the target has inline asm
 #ifndef GIMMIK_KEEP
 #if defined(__AMDGCN__)
 #define GIMMIK_KEEP(x) __asm__ volatile("" :: "v"(x))
@@ -183,6 +183,7 @@ ${kname}_ld2r(const ${dtype}* __restrict__ p, int e)
     const gimmik_v4d c${i}_${v} = ${kname}_ld4(${p});
 % else:
     const gimmik_v4d c${i}_${v} = ${kname}_ld4r(${p}, nleft - 1);
+    GIMMIK_SCHED_BARRIER();
 % endif
 % endfor
 </%def>
@@ -193,7 +194,10 @@ ${kname}_ld2r(const ${dtype}* __restrict__ p, int e)
 <%def name="load_b(kt, full)">\
 <%
     rows = [r for r in tl.ktile_rows(kt) if r >= 0]
-    p = f'bc + {mfma.index_expr(rows, "g", 3)}*ldbl'
+    if len(rows) == 4 and rows == list(range(rows[0], rows[0] + 4)):
+        p = f'bg + {rows[0]}*ldbl'
+    else:
+        p = f'bc + {mfma.index_expr(rows, "g", 3)}*ldbl'
 %>\
 % if full:
     gimmik_v4d b${kt} = ${kname}_ld4(${p});
@@ -281,30 +285,33 @@ ${kname}_ld2r(const ${dtype}* __restrict__ p, int e)
     GIMMIK_SCHED_BARRIER();
 </%def>
 
-## ('f', r): C's final values of run r (rows past m skipped; the old values
-## of a row that may be skipped are kept live up to here, so that its loads
-## stay where they are rather than move into the store's branch).
+## ('f', r): C's final values of run r (rows past m skipped), computed
+## before any branch that skips a row: its accumulators and old values are
+## kept out of the branch (else the compiler copies whole accumulators
+## into it and draws the loads of the old values into it).
 <%def name="finish(r, full)">\
-% if beta != 0:
-% for i, v in plan.crun[r]:
-% if top + 16*i + 4*v >= m:
-    GIMMIK_KEEP(c${i}_${v});
-% endif
-% endfor
-% endif
 % for i, v in plan.crun[r]:
 <%
     row = 16*i + 4*v
     guard = f'if ({row} < mleft) ' if top + row >= m else ''
-    xs = ', '.join(f'acc{i}_{nt}[{v}]' if beta == 0 else
-                   f'acc{i}_{nt}[{v}] + {scale(f"c{i}_{v}[{nt}]")}'
-                   for nt in range(4))
+    xs = [f'acc{i}_{nt}[{v}]' if beta == 0 else
+          f'acc{i}_{nt}[{v}] + {scale(f"c{i}_{v}[{nt}]")}' for nt in range(4)]
 %>\
-% if full:
-    ${guard}${kname}_st4(cw + ${row}*ldcl, ${xs});
-% else:
-    ${guard}${kname}_st4r(cw + ${row}*ldcl, nleft, ${xs});
+% if guard:
+    const double ${', '.join(f'y{i}_{v}_{nt} = {x}' for nt, x in enumerate(xs))};
+<%
+    xs = [f'y{i}_{v}_{nt}' for nt in range(4)]
+%>\
+% for x in xs:
+    GIMMIK_KEEP(${x});
+% endfor
 % endif
+% if full:
+    ${guard}${kname}_st4(cw + ${row}*ldcl, ${', '.join(xs)});
+% else:
+    ${guard}${kname}_st4r(cw + ${row}*ldcl, nleft, ${', '.join(xs)});
+% endif
+    GIMMIK_SCHED_BARRIER();
 % endfor
 </%def>
 
@@ -372,6 +379,7 @@ ${self.prologue()}\
 % endfor
 % if not plan.lds:
     const ${dtype}* __restrict__ bc = b + col;
+    const ${dtype}* __restrict__ bg = bc + g*ldbl;
 % else:
 
     // B staging: chunks of up to ${plan.chunk_rows} rows x 64 columns in LDS;
