@@ -10,7 +10,7 @@ from gimmik.analysis import DENSE_DENSITY
 from gimmik.base import Candidate
 from gimmik.families.mfma_dense import MfmaDense
 from gimmik.emulate import EmulatorError, run_hip
-from gimmik.fragments.mfma import WAVE, code_paths, mfma_f64_16x16x4
+from gimmik.fragments.mfma import WAVE, kernel_mfmas, mfma_f64_16x16x4
 from gimmik.families.mfma_dense import waves as mfma_dense_waves
 from gimmik.hip import MFMA_ARCHS, HIPMatMul
 
@@ -307,8 +307,7 @@ def test_isa_mfma_count_no_scratch(rng, arch):
     for src, meta in mfma_candidates(A, beta=0.5, arch=arch):
         rep = inspect(src, arch)
         plan = mfma_plan(mm, meta['params'])
-        assert rep['mfma'] == plan.mfma_count*code_paths(None), \
-            meta['variant']
+        assert rep['mfma'] == kernel_mfmas(plan, None, 0.5), meta['variant']
         assert rep['scratch_bytes'] == 0 and rep['vgpr_spills'] == 0
         assert rep['lds_bytes'] == meta['shared']
         assert rep['nt_stores'] > 0
@@ -326,8 +325,8 @@ def test_isa_pyfr_full(arch):
                 src, meta = mm.render(cand, np.float64)
                 rep = inspect(src, arch)
                 what = f'{name} {meta["variant"]}'
-                assert rep['mfma'] == code_paths(meta['n'])*mfma_plan(
-                    mm, cand.params).mfma_count, what
+                assert rep['mfma'] == kernel_mfmas(
+                    mfma_plan(mm, cand.params), meta['n'], 1.0), what
                 assert rep['scratch_bytes'] == 0, what
                 assert rep['lds_bytes'] == meta['shared'] <= 64*1024, what
 
@@ -362,6 +361,5 @@ def test_hiprtc_compiles_candidates(rng, tmp_path, request):
                 dis = subprocess.run([objdump, '-d', '--mcpu=gfx90a',
                                       str(obj)], capture_output=True,
                                      text=True, check=True).stdout
-                assert dis.count('v_mfma_f64_16x16x4') == code_paths(
-                    None)*mfma_plan(mm, cand.params).mfma_count, \
-                    meta['variant']
+                assert dis.count('v_mfma_f64_16x16x4') == kernel_mfmas(
+                    mfma_plan(mm, cand.params), None, 0.5), meta['variant']

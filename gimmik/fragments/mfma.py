@@ -267,6 +267,28 @@ def code_paths(n):
     return 1 if n is not None and n % WAVE == 0 else 2
 
 
+def split_steps(steps, beta):
+    """(head, tail) of an mfma-dense kernel's steps: the tail, from the
+    last load on (C's old values loaded only where beta != 0), is one code
+    for both copies of the head (code_paths), so its waits are one wait."""
+    loads = [j for j, st in enumerate(steps)
+             if st[0] in 'abs' or (st[0] == 'l' and beta != 0)]
+    return steps[:loads[-1] + 1], steps[loads[-1] + 1:]
+
+
+def kernel_mfmas(plan, n, beta):
+    """v_mfma instructions in an mfma-dense kernel for n columns (None: at
+    run time): the head's once per code path, the tail's once."""
+    per_kt = {kt: N_TILES*len(ts) for items in plan.work for kt, ts in items}
+
+    def count(steps):
+        return sum(per_kt[st[1]] for st in steps if st[0] == 'm')
+    if code_paths(n) == 1:
+        return count(plan.steps)
+    head, tail = split_steps(plan.steps, beta)
+    return code_paths(n)*count(head) + count(tail)
+
+
 def wave_groups(m_tiles, msplit):
     """m-tiles of each of the msplit wavefronts: ceil(m_tiles/msplit) each,
     the last ones possibly fewer."""
@@ -432,6 +454,11 @@ def mfma_plan(A, msplit, kchunk=MAX_CHUNK_KTILES, vec=1, nbuf=1, pipe=None):
     groups = wave_groups(tl.m_tiles, msplit)
     per = groups[0][1] - groups[0][0]
     kts = list(range(tl.active_k_tiles))
+    if not lds and -1 in tl.kcols:
+        # the k-tile with padding rows first: its lanes of those rows take
+        # zeros where its B is used, while later k-tiles' loads are in
+        # flight
+        kts = kts[-1:] + kts[:-1]
     chs = chunks(kts, kchunk) if lds else [[kt] for kt in kts]
 
     def tile_of(y, i, kt):

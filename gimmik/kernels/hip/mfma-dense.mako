@@ -50,6 +50,21 @@
         return r if top + r < m else f'({r} < mleft ? {r} : mleft - 1)'
 
 
+    # the steps from the last load on (MFMAs, LDS, C's final values) are
+    # one code for full blocks and the block holding column n - 1: their
+    # waits are one wait, not one a copy
+    head, tail = mfma.split_steps(plan.steps, beta)
+    decls = []
+    for st in plan.steps:
+        if st[0] == 'a':
+            decls += [f'double a{s}' for s in st[2]]
+        elif st[0] in 'br':
+            decls.append(f'gimmik_v4d b{st[1]}')
+        elif st[0] == 's':
+            decls += [f'{VB} s{st[1]}_{s}' for s in range(len(plan.stage[st[1]]))]
+        elif st[0] == 'l' and beta != 0:
+            decls += [f'gimmik_v4d c{i}_{v}' for i, v in plan.crun[st[1]]]
+
     def scale(x):
         return x if beta == 1 else f'{betalit}*{x}'
 %>
@@ -180,9 +195,9 @@ ${kname}_ld2r(const ${dtype}* __restrict__ p, int e)
     p = f'cw + {crow(i, v)}*ldcl'
 %>\
 % if full:
-    const gimmik_v4d c${i}_${v} = ${kname}_ld4(${p});
+    c${i}_${v} = ${kname}_ld4(${p});
 % else:
-    const gimmik_v4d c${i}_${v} = ${kname}_ld4r(${p}, nleft - 1);
+    c${i}_${v} = ${kname}_ld4r(${p}, nleft - 1);
     GIMMIK_SCHED_BARRIER();
 % endif
 % endfor
@@ -200,22 +215,23 @@ ${kname}_ld2r(const ${dtype}* __restrict__ p, int e)
         p = f'bc + {mfma.index_expr(rows, "g", 3)}*ldbl'
 %>\
 % if full:
-    gimmik_v4d b${kt} = ${kname}_ld4(${p});
+    b${kt} = ${kname}_ld4(${p});
 % else:
-    gimmik_v4d b${kt} = ${kname}_ld4r(${p}, nleft - 1);
+    b${kt} = ${kname}_ld4r(${p}, nleft - 1);
 % endif
 </%def>
 
 ## ('a', kt, slots): those fragments of k-tile kt.
 <%def name="load_a(slots)">\
 % for s in slots:
-    const double a${s} = afrag[${64*s}];
+    a${s} = afrag[${64*s}];
 % endfor
 </%def>
 
 ## ('s', q): LDS path, this wavefront's staging slots of chunk q: slot s
 ## is load ix/vec + s*msplit of the chunk (buffer row ix + vec*s*msplit),
-## rows of B looked up by ix (padding rows: the last row of B it uses).
+## rows of B looked up by ix (padding rows, and the loads past the chunk of
+## the wavefronts with none in its last slot: the last row of B it uses).
 <%def name="load_stage(q, full)">\
 <%
     allrows = [r for sl in plan.stage[q] for _, rs in sl for r in rs]
@@ -224,23 +240,22 @@ ${kname}_ld2r(const ${dtype}* __restrict__ p, int e)
 % for s, loads in enumerate(plan.stage[q]):
 <%
     p = f'b + {mfma.index_expr(valid, "ix", vec*ms - 1, vec*s*ms)}*ldbl + scol'
-    guard = f'if (wave < {len(loads)}) ' if len(loads) < ms else ''
 %>\
-    ${VB} s${q}_${s};
 % if full and vec == 2:
-    ${guard}s${q}_${s} = *(const gimmik_v2*) (${p});
+    s${q}_${s} = *(const gimmik_v2*) (${p});
 % elif full:
-    ${guard}s${q}_${s} = *(${p});
+    s${q}_${s} = *(${p});
 % elif vec == 2:
-    ${guard}s${q}_${s} = ${kname}_ld2r(${p}, se);
+    s${q}_${s} = ${kname}_ld2r(${p}, se);
 % else:
-    ${guard}s${q}_${s} = (${p})[0 < se ? 0 : se];
+    s${q}_${s} = (${p})[0 < se ? 0 : se];
 % endif
 % endfor
 </%def>
 
 ## ('w', q, buf): ... written to LDS buffer buf, padding rows as zeros (a
-## wavefront without a load in the last slot skips it).
+## wavefront without a load in the last slot skips it: its value is kept
+## live up to the branch, so that the load stays where it is).
 <%def name="store_stage(q, buf)">\
 <%
     nvalid = sum(r >= 0 for sl in plan.stage[q] for _, rs in sl for r in rs)
@@ -255,6 +270,7 @@ ${kname}_ld2r(const ${dtype}* __restrict__ p, int e)
         val = f'ix < {nvalid - j0} ? {val} : {VB}{{}}'
 %>\
 % if len(loads) < ms:
+    GIMMIK_KEEP(s${q}_${s});
     if (wave < ${len(loads)})
         ${dst} = ${val};
 % else:
@@ -265,7 +281,7 @@ ${kname}_ld2r(const ${dtype}* __restrict__ p, int e)
 
 ## ('r', kt, buf): LDS path, k-tile kt's B from buffer buf.
 <%def name="read_b(kt, buf)">\
-    const gimmik_v4d b${kt} = ${kname}_lds4(bl${buf} + ${256*(kt - plan.chunks[plan.chunk_of(kt)][0])});
+    b${kt} = ${kname}_lds4(bl${buf} + ${256*(kt - plan.chunks[plan.chunk_of(kt)][0])});
 </%def>
 
 ## ('m', kt): the MFMAs of k-tile kt, four (one per N-tile) per slot.
@@ -315,10 +331,24 @@ ${kname}_ld2r(const ${dtype}* __restrict__ p, int e)
 % endfor
 </%def>
 
-## The kernel's steps for a full block (full) or the block holding column
+## body(True) in a full block, body(False) in the block holding column
 ## n - 1.
-<%def name="run_steps(full)">\
-% for st in plan.steps:
+<%def name="by_block(body)">\
+    if (full)
+    {
+${body(True)}\
+    }
+    else
+    {
+${body(False)}\
+    }
+</%def>
+
+## The kernel's steps for a full block (full True) or the block holding
+## column n - 1 (False); None: steps without loads, the same for both (C's
+## final values chosen by block).
+<%def name="run_steps(full, steps)">\
+% for st in steps:
 % if st[0] == 'l' and beta != 0:
 ${load_c(st[1], full)}\
     GIMMIK_SCHED_BARRIER();
@@ -327,7 +357,11 @@ ${load_c(st[1], full)}\
 
     // C = A*B${'' if beta == 0 else ' + beta*C'}
 % endif
+% if full is None:
+${by_block(lambda f: capture(finish, st[1], f))}\
+% else:
 ${finish(st[1], full)}\
+% endif
 % elif st[0] == 'a':
 ${load_a(st[2])}\
     GIMMIK_SCHED_BARRIER();
@@ -395,16 +429,22 @@ ${self.prologue()}\
     const ${dtype}* bl${buf} = &bsh[${buf}][g][2*t];
 % endfor
 % endif
+
+    // Every value loaded, assigned by the steps
+% for decl in decls:
+    ${decl};
+% endfor
 % if allfull:
-${run_steps(True)}\
+${run_steps(True, plan.steps)}\
 % else:
     if (full)
     {
-${run_steps(True)}\
+${run_steps(True, head)}\
     }
     else
     {
-${run_steps(False)}\
+${run_steps(False, head)}\
     }
+${run_steps(None, tail)}\
 % endif
 }
