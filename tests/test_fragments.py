@@ -8,9 +8,10 @@ import pytest
 
 from conftest import random_operator, rel_error
 from gimmik.fragments.mfma import (MAX_CHUNK_KTILES, MFMA_K, MFMA_M, WAVE,
-                                   b_fragment, bake_mfma, lane_coords,
-                                   mfma_count, mfma_f64_16x16x4, mfma_plan,
-                                   model_product, tile_operator)
+                                   b_fragment, bake_mfma, index_expr,
+                                   lane_coords, mfma_count, mfma_f64_16x16x4,
+                                   mfma_plan, model_product, tile_operator)
+from gimmik.fragments.mfma import c_runs as mfma_c_runs
 from gimmik.fragments.mma import (GEMM_SHAPES, MMA_N, gemm_b_offset,
                                   gemm_b_read, gemm_c_pairs, gemm_coords,
                                   gemm_model, gemm_ntile, gemm_plan,
@@ -137,7 +138,7 @@ def test_plan_covers_every_tile_once(rng, msplit, vec):
                     else:
                         assert not plan.frags[y, slot].any()
     assert (seen == 1).all()
-    assert kts == sorted(set(kts))
+    assert sorted(kts) == sorted(set(kts)) == list(range(tl.active_k_tiles))
     assert plan.mfma_count == mfma_count(bake, msplit)
     if msplit == 1:
         assert not plan.lds and plan.lds_bytes == 0
@@ -146,17 +147,160 @@ def test_plan_covers_every_tile_once(rng, msplit, vec):
     # LDS staging: chunks of at most kchunk k-tiles, every row slot of a
     # chunk loaded exactly once, by some wavefront, with the right B row
     assert max(len(c) for c in plan.chunks) <= 5
+    # (wavefront y's slot s is load y + s*msplit of the chunk: one code for
+    # every wavefront, only the last slot with fewer of them)
     for q, ch in enumerate(plan.chunks):
         rows = [r for kt in ch for r in tl.ktile_rows(kt)]
         got = {}
-        for y in range(msplit):
-            for s0, rs in plan.stage[q][y]:
-                assert len(rs) == vec
+        for s, slot in enumerate(plan.stage[q]):
+            assert 1 <= len(slot) <= msplit
+            assert len(slot) == msplit or s == len(plan.stage[q]) - 1
+            for y, (s0, rs) in enumerate(slot):
+                assert s0 == vec*(y + s*msplit) and len(rs) == vec
                 for d, r in enumerate(rs):
                     assert s0 + d not in got
                     got[s0 + d] = r
         assert got == dict(enumerate(rows))
     assert plan.lds_bytes == 2*MFMA_K*5*WAVE*8
+
+
+def _newest_waits(steps):
+    """The steps that wait for the newest global load issued before them
+    (a full wait): each load step ('a', 'b', 's', 'l') is a batch; an MFMA
+    step waits for its fragments and (direct) B, an LDS write for its
+    chunk's loads, C's final values for their run's loads."""
+    issued, full = [], []
+    for st in steps:
+        kind = st[0]
+        if kind in 'abls':
+            if kind == 'a' and not st[2]:
+                continue
+            issued.append((kind,) + tuple(st[1:2]))
+            continue
+        if kind == 'm':
+            need = [('a', st[1]), ('b', st[1])]
+        elif kind == 'w':
+            need = [('s', st[1])]
+        elif kind == 'f':
+            need = [('l', st[1])]
+        else:
+            continue
+        if issued and issued[-1] in need:
+            full.append(st)
+    return full
+
+
+@pytest.mark.parametrize('msplit,pipe,nbuf,kchunk', [
+    (1, 0, 1, 1), (1, 1, 1, 1), (2, 0, 1, 8), (3, 1, 2, 4), (4, 2, 2, 4),
+    (2, 1, 2, 2), (3, 0, 1, 1)])
+def test_steps_wait_for_the_newest_load_once(rng, msplit, pipe, nbuf, kchunk):
+    # every MFMA, LDS write and C run leaves a load in flight but the last
+    A = random_operator(rng, 70, 45, 0.9)
+    plan = mfma_plan(A, msplit, kchunk=kchunk, vec=2, nbuf=nbuf, pipe=pipe)
+    steps = plan.steps
+    assert _newest_waits(steps) == [('f', len(plan.crun) - 1)]
+    # each fragment slot loaded once, before its MFMAs; every k-tile's
+    # MFMAs once, in order; C's runs loaded before their final values
+    loaded = [s for st in steps if st[0] == 'a' for s in st[2]]
+    assert sorted(loaded) == list(range(plan.nslots))
+    ms = [st[1] for st in steps if st[0] == 'm']
+    assert ms == [kt for items in plan.work for kt, _ in items]
+    slots = {kt: [s for _, s in ts] for items in plan.work for kt, ts in items}
+    for j, st in enumerate(steps):
+        if st[0] == 'm':
+            before = {s for s2 in steps[:j] if s2[0] == 'a' for s in s2[2]}
+            assert set(slots[st[1]]) <= before
+            if msplit == 1:
+                assert ('b', st[1]) in steps[:j]
+            else:
+                assert ('r', st[1], plan.chunk_of(st[1]) % nbuf) in steps[:j]
+    ls = [st[1] for st in steps if st[0] == 'l']
+    fs = [st[1] for st in steps if st[0] == 'f']
+    assert ls == fs == list(range(len(plan.crun)))
+    assert all(steps.index(('l', r)) < steps.index(('f', r)) for r in ls)
+    for q in range(len(plan.chunks) if msplit > 1 else 0):
+        # chunk q is loaded, written, and read after a barrier
+        w = next(j for j, st in enumerate(steps) if st[:2] == ('w', q))
+        r = next(j for j, st in enumerate(steps)
+                 if st[0] == 'r' and plan.chunk_of(st[1]) == q)
+        assert steps.index(('s', q)) < w < r
+        assert ('sync',) in steps[w:r]
+    # the check can fail: the MFMAs of the first k-tile right after its
+    # fragments wait for all of them
+    bad = [st for st in steps if st[0] != 'a' or st[1] != ms[0]]
+    bad.insert(bad.index(('m', ms[0])), ('a', ms[0], tuple(slots[ms[0]])))
+    assert ('m', ms[0]) in _newest_waits(bad)
+
+
+def test_c_runs_cover_the_rows_of_a_wavefront():
+    for m, per in ((6, 1), (16, 1), (35, 3), (42, 1), (60, 4)):
+        runs = mfma_c_runs(m, per, 2)
+        rows = [(i, v) for run in runs for i, v in run]
+        assert rows == [(i, v) for i in range(per) for v in range(4)
+                        if 16*i + 4*v < m]
+        assert all(1 <= len(r) <= 2 for r in runs)
+
+
+@pytest.mark.parametrize('values,vmax,offset', [
+    ((3, 4, 5, 6), 3, 0), ((3, 4, 5), 3, 0), ((7, 2, 9, 4), 3, 0),
+    ((0, 1, 2, 3, 4, 5), 3, 4), ((5, 1, 8, 2, 6, 0, 3), 7, 2),
+    ((2, 3, 4, 5, 6, 7, 8), 7, 0), ((4,), 3, 0)])
+def test_index_expr(values, vmax, offset):
+    expr = index_expr(values, 'x', vmax, offset)
+    for x in range(vmax + 1):
+        got = _c_eval(expr, x)
+        assert got == values[min(x + offset, len(values) - 1)], (expr, x)
+
+
+def _c_eval(expr, x):
+    """Evaluate a C expression of ints, ==, <, + and ?: (right
+    associative) at x."""
+    import re
+    toks = re.findall(r'\d+|==|[<+?:()x]', expr)
+    pos = 0
+
+    def peek():
+        return toks[pos] if pos < len(toks) else None
+
+    def take():
+        nonlocal pos
+        pos += 1
+        return toks[pos - 1]
+
+    def atom():
+        t = take()
+        if t == '(':
+            v = cond()
+            take()
+            return v
+        return x if t == 'x' else int(t)
+
+    def add():
+        v = atom()
+        while peek() == '+':
+            take()
+            v += atom()
+        return v
+
+    def cmp():
+        v = add()
+        if peek() in ('==', '<'):
+            op = take()
+            w = add()
+            v = (v == w) if op == '==' else (v < w)
+        return v
+
+    def cond():
+        c = cmp()
+        if peek() == '?':
+            take()
+            a = cond()
+            take()
+            b = cond()
+            return a if c else b
+        return c
+
+    return cond()
 
 
 def test_lds_bounded_whatever_k():

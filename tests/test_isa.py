@@ -402,9 +402,17 @@ def check_mfma(name):
     for variant, arch, params, rep in rows:
         what = f'{name} {variant} {arch}'
         assert not isinstance(rep, Exception), f'{what}: {rep}'
-        expect = expected_mfma(tiling, params['msplit'], fr.N_TILES)
+        # n at run time: the steps up to the last load once for full
+        # blocks and once for the block holding column n - 1
+        plan = fr.mfma_plan(A, params['msplit'], params.get('kchunk', 1),
+                            params['vec'], params.get('nbuf', 1),
+                            params['pipe'])
+        assert plan.mfma_count == expected_mfma(tiling, params['msplit'],
+                                                fr.N_TILES)
+        assert plan.mfma_count == fr.mfma_count(A, params['msplit'])
+        expect = fr.kernel_mfmas(plan, None, 0.0)
         assert rep['mfma'] == expect, f'{what}: {rep["mfma"]} != {expect}'
-        assert rep['mfma'] == fr.mfma_count(A, params['msplit'])
+        assert plan.mfma_count <= expect <= 2*plan.mfma_count, what
         assert set(rep['mfma_kinds']) <= {'v_mfma_f64_16x16x4f64',
                                           'v_mfma_f64_16x16x4_f64'}, what
         assert rep['scratch_bytes'] == 0, what
@@ -425,9 +433,14 @@ def test_mfma_dense_zero_tiles(rng):
         pytest.skip('mfma-dense is not offered for a 40x24 operator')
     counts = set()
     for variant, arch, params, rep in rows:
+        plan = fr.mfma_plan(A, params['msplit'], params.get('kchunk', 1),
+                            params['vec'], params.get('nbuf', 1),
+                            params['pipe'])
         expect = expected_mfma(tiling, params['msplit'], fr.N_TILES)
-        assert rep['mfma'] == expect, f'{variant} {arch}'
-        counts.add((params['msplit'], rep['mfma']))
+        assert plan.mfma_count == expect, f'{variant} {arch}'
+        assert rep['mfma'] == fr.kernel_mfmas(plan, None, 0.0), \
+            f'{variant} {arch}'
+        counts.add((params['msplit'], plan.mfma_count))
     assert (1, fr.N_TILES*(3*5 - 2)) in counts
 
 
@@ -570,6 +583,34 @@ def test_staged_loads_batched(name, beta, family, params):
     from bench.hip_offer_audit import vm0_ok
 
     for _, _, rep, what in _baked_reports(name, beta, family, params):
+        assert rep['scratch_bytes'] == 0, what
+        assert rep['occupancy'] >= 2, what
+        loads = sum(rep['global_loads'].values())
+        assert vm0_ok(rep), \
+            f'{what}: {rep["vmcnt0"]} vmcnt(0) for {loads} loads'
+
+
+# -- mfma-dense: loads batched ------------------------------------------------
+# mfma-dense loaded each k-tile's fragments right before its MFMAs, after
+# the next k-tile's B, staged its LDS chunks in a case of the waves' switch
+# and read C's old values at their stores: 41 full waits for 127 loads on
+# p3-tet-m6 (direct, 60 x 40, beta 1), 19 for 42 on p2-pyr-m6 (LDS, three
+# waves).  Its steps keep a load in flight across every wait but the last.
+MFMA_WAITS = [('p3-tet-m6', 1.0, dict(msplit=1, pipe=1, vec=2)),
+              ('p3-tet-m6', 1.0, dict(msplit=1, pipe=0, vec=2)),
+              ('p2-pyr-m6', 1.0, dict(msplit=3, pipe=1, nbuf=2, kchunk=4,
+                                      vec=2)),
+              ('p2-pyr-m6', 1.0, dict(msplit=3, pipe=0, nbuf=1, kchunk=8,
+                                      vec=2))]
+
+
+@pytest.mark.parametrize('name,beta,params', MFMA_WAITS,
+                         ids=[f'{n}-ms{p["msplit"]}-pipe{p["pipe"]}'
+                              for n, _, p in MFMA_WAITS])
+def test_mfma_dense_loads_batched(name, beta, params):
+    from bench.hip_offer_audit import vm0_ok
+
+    for _, _, rep, what in _baked_reports(name, beta, 'mfma-dense', params):
         assert rep['scratch_bytes'] == 0, what
         assert rep['occupancy'] >= 2, what
         loads = sum(rep['global_loads'].values())

@@ -10,7 +10,7 @@ from gimmik.analysis import DENSE_DENSITY
 from gimmik.base import Candidate
 from gimmik.families.mfma_dense import MfmaDense
 from gimmik.emulate import EmulatorError, run_hip
-from gimmik.fragments.mfma import WAVE, mfma_f64_16x16x4
+from gimmik.fragments.mfma import WAVE, kernel_mfmas, mfma_f64_16x16x4
 from gimmik.families.mfma_dense import waves as mfma_dense_waves
 from gimmik.hip import MFMA_ARCHS, HIPMatMul
 
@@ -211,6 +211,41 @@ def test_pyfr_dense_subset(rng):
     assert _sweep(rng, ops['p2-pyr-m6'], 2, _cases((70, 128, 151))) == 7
 
 
+# (params, beta, n baked, n): every path of the steps (msplit 1..4, pipe
+# 0..2, one and two LDS buffers, scalar and double2 loads), C's runs with
+# beta 0, 1 and -0.5, n a multiple of 64 (one copy of the steps) and
+# ragged (the copy for the block at column n - 1), baked and at run time
+STEP_CASES = [
+    (dict(msplit=1, pipe=0, vec=2), 1.0, True, 128),
+    (dict(msplit=1, pipe=1, vec=2), -0.5, False, 101),
+    (dict(msplit=1, pipe=1, vec=1), 0.0, True, 99),
+    (dict(msplit=2, pipe=0, nbuf=1, kchunk=8, vec=2), -0.5, True, 75),
+    (dict(msplit=2, pipe=1, nbuf=2, kchunk=2, vec=1), 1.0, False, 64),
+    (dict(msplit=3, pipe=2, nbuf=2, kchunk=4, vec=2), 1.0, False, 157),
+    (dict(msplit=4, pipe=1, nbuf=2, kchunk=4, vec=2), 0.0, True, 192),
+    (dict(msplit=4, pipe=0, nbuf=1, kchunk=1, vec=1), -0.5, False, 33),
+]
+
+
+@pytest.mark.parametrize('params,beta,baked,n', STEP_CASES)
+def test_steps_in_the_executor(rng, params, beta, baked, n):
+    # 70 x 45: 5 m-tiles (rows past m in the last), an unused B row, zero
+    # tiles and a k-tile with padding rows
+    A = random_operator(rng, 70, 46, 0.95)
+    A[:, 7] = 0
+    A[16:32, 8:16] = 0
+    aligne = 2 if params['vec'] == 2 else None
+    ld = n + 2 if baked else n + 3
+    ld += ld % 2 if aligne else 0
+    sizes = dict(n=n, ldb=ld, ldc=ld) if baked else {}
+    mm = HIPMatMul(A, beta=beta, aligne=aligne, **sizes)
+    cand = Candidate('mfma-dense', params, {'gcn_arch': 'gfx942',
+                                            'warp_size': 64})
+    src, meta = mm.render(cand, np.float64)
+    assert ('if (full)' in src) == (not baked or n % 64 != 0)
+    run_checked(rng, A, beta, src, meta, n, ld, ld)
+
+
 def test_misbaked_fragment_is_caught(rng, monkeypatch):
     A = random_operator(rng, 40, 20, 1.0)
     plan0 = MfmaDense.build_plan
@@ -272,7 +307,7 @@ def test_isa_mfma_count_no_scratch(rng, arch):
     for src, meta in mfma_candidates(A, beta=0.5, arch=arch):
         rep = inspect(src, arch)
         plan = mfma_plan(mm, meta['params'])
-        assert rep['mfma'] == plan.mfma_count, meta['variant']
+        assert rep['mfma'] == kernel_mfmas(plan, None, 0.5), meta['variant']
         assert rep['scratch_bytes'] == 0 and rep['vgpr_spills'] == 0
         assert rep['lds_bytes'] == meta['shared']
         assert rep['nt_stores'] > 0
@@ -290,8 +325,8 @@ def test_isa_pyfr_full(arch):
                 src, meta = mm.render(cand, np.float64)
                 rep = inspect(src, arch)
                 what = f'{name} {meta["variant"]}'
-                assert rep['mfma'] == mfma_plan(mm, cand.params).mfma_count, \
-                    what
+                assert rep['mfma'] == kernel_mfmas(
+                    mfma_plan(mm, cand.params), meta['n'], 1.0), what
                 assert rep['scratch_bytes'] == 0, what
                 assert rep['lds_bytes'] == meta['shared'] <= 64*1024, what
 
@@ -326,5 +361,5 @@ def test_hiprtc_compiles_candidates(rng, tmp_path, request):
                 dis = subprocess.run([objdump, '-d', '--mcpu=gfx90a',
                                       str(obj)], capture_output=True,
                                      text=True, check=True).stdout
-                assert dis.count('v_mfma_f64_16x16x4') == \
-                    mfma_plan(mm, cand.params).mfma_count, meta['variant']
+                assert dis.count('v_mfma_f64_16x16x4') == kernel_mfmas(
+                    mfma_plan(mm, cand.params), None, 0.5), meta['variant']

@@ -10,7 +10,10 @@ from gimmik.families import Family, Geometry
 # PyFR suite: bench/results/hip-mfma-isa.csv): 32 AGPRs per m-tile it owns
 # (4 N-tiles x 4 doubles) plus up to AGPR_SLACK more, and at most
 # ARCH_VGPRS arch VGPRs on the LDS path (B staging registers, pipelined
-# fragments) and on the direct path.
+# fragments) and on the direct path, with n baked at a multiple of 64 (one
+# copy of the steps; the offered candidates of the suite reach 48 and 80).
+# With n at run time the copy for the block holding column n - 1 (clamped
+# scalar loads) takes up to 91 on either path.
 AGPR_SLACK = 8
 ARCH_VGPRS = {'lds': 88, 'direct': 48}
 
@@ -70,7 +73,7 @@ class MfmaDense(Family):
         p = self.params
         bake = self.mm.memo('mfma-bake', lambda: mfma.bake_mfma(self.A))
         return mfma.mfma_plan(bake, p['msplit'], p.get('kchunk', 1),
-                              p['vec'], p.get('nbuf', 1))
+                              p['vec'], p.get('nbuf', 1), p['pipe'])
 
     def context(self):
         plan, g = self.plan, self.geometry()

@@ -35,6 +35,10 @@ N_TILES = WAVE // MFMA_N   # a wavefront covers 64 columns as 4 N-tiles
 # 64 columns x 8 bytes = 16 KiB), so that any k fits in LDS.
 MAX_CHUNK_KTILES = 8
 
+# Rows of C a lane finishes a run at a time (a row: two or four loads of
+# C's old values where beta != 0, 8 VGPRs); two runs are in flight at once.
+C_RUN_ROWS = 2
+
 # Accumulators a wavefront may keep live: 4 N-tiles x 4 doubles per m-tile
 # is 32 registers, and the accumulation register file (AGPRs) holds 256.
 MAX_MTILES_PER_WAVE = 8
@@ -203,10 +207,15 @@ class MfmaPlan:
     The active k-tiles are walked in ``chunks`` (lists of k-tiles; one per
     k-tile on the direct path); ``work[q]`` lists, per k-tile of chunk q
     with work, (k-tile, [(i, slot)]).  With LDS staging, chunk q occupies
-    ``4*len(chunks[q])`` rows of a buffer; ``stage[q][y]`` lists the B-row
-    slots wavefront y loads into it, as (first slot, B rows): one slot per
-    load for scalar loads, two (one per half-wavefront) for double2 loads.
-    Padding slots (row -1) get zeros.
+    ``4*len(chunks[q])`` rows of a buffer, loaded in staging slots:
+    ``stage[q][s][y]`` is (first buffer row, B rows) of what wavefront y
+    loads in its slot s, one row per load for scalar loads, two (one per
+    half-wavefront) for double2 loads; wavefront y's slot s is load
+    y + s*msplit of the chunk, so every wavefront runs the same code and
+    the last slot may have fewer wavefronts.  Padding rows (-1) get zeros.
+
+    ``steps`` is the kernel in order (:func:`mfma_steps`), the template
+    walks it; ``crun`` the runs of C rows it finishes (:func:`c_runs`).
     """
     bake: MfmaBake
     msplit: int
@@ -219,6 +228,9 @@ class MfmaPlan:
     chunks: list
     work: list
     stage: list
+    pipe: int = 1
+    steps: list = None
+    crun: list = None
 
     @property
     def ntiles_per_wave(self):
@@ -242,6 +254,40 @@ class MfmaPlan:
         """v_mfma instructions in the kernel: one per slot and N-tile."""
         return N_TILES*self.nslots
 
+    def chunk_of(self, kt):
+        """The chunk holding k-tile kt."""
+        return next(q for q, ch in enumerate(self.chunks) if kt in ch)
+
+
+def code_paths(n):
+    """Copies of its steps an mfma-dense kernel for n columns (None: n at
+    run time) holds: one where n is a multiple of the WAVE columns of a
+    block (every block launched is full), else two, one for full blocks
+    and one for the block holding column n - 1."""
+    return 1 if n is not None and n % WAVE == 0 else 2
+
+
+def split_steps(steps, beta):
+    """(head, tail) of an mfma-dense kernel's steps: the tail, from the
+    last load on (C's old values loaded only where beta != 0), is one code
+    for both copies of the head (code_paths), so its waits are one wait."""
+    loads = [j for j, st in enumerate(steps)
+             if st[0] in 'abs' or (st[0] == 'l' and beta != 0)]
+    return steps[:loads[-1] + 1], steps[loads[-1] + 1:]
+
+
+def kernel_mfmas(plan, n, beta):
+    """v_mfma instructions in an mfma-dense kernel for n columns (None: at
+    run time): the head's once per code path, the tail's once."""
+    per_kt = {kt: N_TILES*len(ts) for items in plan.work for kt, ts in items}
+
+    def count(steps):
+        return sum(per_kt[st[1]] for st in steps if st[0] == 'm')
+    if code_paths(n) == 1:
+        return count(plan.steps)
+    head, tail = split_steps(plan.steps, beta)
+    return code_paths(n)*count(head) + count(tail)
+
 
 def wave_groups(m_tiles, msplit):
     """m-tiles of each of the msplit wavefronts: ceil(m_tiles/msplit) each,
@@ -251,10 +297,146 @@ def wave_groups(m_tiles, msplit):
             for y in range(msplit)]
 
 
-def mfma_plan(A, msplit, kchunk=MAX_CHUNK_KTILES, vec=1, nbuf=1):
+def mfma_steps(work, lds, pipe, nbuf=1, nruns=1):
+    """The kernel of an mfma-dense plan as a list of steps, in the order
+    their code runs:
+
+    ('a', kt, slots)  load those fragments of k-tile kt (global memory)
+    ('b', kt)         direct path: load B's rows of k-tile kt
+    ('s', q)          LDS path: load chunk q's staging slots
+    ('w', q, buf)     ... and write them to LDS buffer buf
+    ('sync',)         a block barrier
+    ('r', kt, buf)    LDS path: read k-tile kt's B from buffer buf
+    ('m', kt)         the MFMAs of k-tile kt
+    ('l', r)          load C's old values of run r of crun (beta != 0)
+    ('f', r)          C's final values of run r
+
+    The rule that keeps loads in flight across every wait but the last:
+    no step waits for the newest load issued before it, at the least
+    register cost.  The direct path at pipe 1 loads B of k-tile j + 1
+    after the fragments of k-tile j, before its MFMAs.  Elsewhere a k-tile
+    j's fragments but its first (the head) are loaded just before its
+    MFMAs, then the head of k-tile j + 1; on the direct path at pipe 0, B
+    of k-tile j between the two.  On the LDS path pipe >= 1 loads chunk
+    q + 1 before the MFMAs of chunk q and writes it to the other buffer
+    after them; pipe 0 loads chunk q + 1 after them, and the fragment
+    loads of the first k-tile of chunk q + 1 go right after that chunk's
+    loads, before its LDS write.  pipe 2 reads each k-tile's B from LDS one
+    k-tile ahead of its MFMAs.  C's old values are loaded a run ahead:
+    run 0 just before the last MFMAs, run r + 1 before the final values of
+    run r (nruns runs)."""
+    kts = [kt for items in work for kt, _ in items]
+    slots = {kt: tuple(s for _, s in ts) for items in work for kt, ts in items}
+    nxt = dict(zip(kts, kts[1:]))
+
+    def head(kt):
+        return [('a', kt, slots[kt][:1])]
+
+    def tail(kt):
+        return [('a', kt, slots[kt][1:])] if len(slots[kt]) > 1 else []
+
+    def frags_before(kt):
+        """The fragment loads right before the MFMAs of k-tile kt."""
+        return tail(kt) + (head(nxt[kt]) if kt in nxt else [])
+
+    steps = []
+    if not lds:
+        if pipe >= 1:
+            steps.append(('b', kts[0]))
+            for kt in kts:
+                steps.append(('a', kt, slots[kt]))
+                if kt in nxt:
+                    steps.append(('b', nxt[kt]))
+                steps.append(('m', kt))
+        else:
+            steps += head(kts[0])
+            for kt in kts:
+                steps += tail(kt) + [('b', kt)]
+                if kt in nxt:
+                    steps += head(nxt[kt])
+                steps.append(('m', kt))
+        return c_steps(steps, nruns)
+
+    nq = len(work)
+    buf = (lambda q: q % 2) if nbuf == 2 else (lambda q: 0)
+    steps += [('s', 0)] + head(kts[0]) + [('w', 0, 0), ('sync',)]
+    for q, items in enumerate(work):
+        ks = [kt for kt, _ in items]
+        if pipe >= 1 and q + 1 < nq:
+            steps.append(('s', q + 1))
+        if pipe == 2:
+            steps.append(('r', ks[0], buf(q)))
+        for j, kt in enumerate(ks):
+            if pipe == 2 and j + 1 < len(ks):
+                steps.append(('r', ks[j + 1], buf(q)))
+            elif pipe < 2:
+                steps.append(('r', kt, buf(q)))
+            if pipe >= 1 or j or not q:
+                steps += frags_before(kt)
+            steps.append(('m', kt))
+        if q + 1 < nq:
+            if pipe == 0:
+                steps += [('sync',), ('s', q + 1)]
+                steps += frags_before(work[q + 1][0][0])
+            steps += [('w', q + 1, buf(q + 1)), ('sync',)]
+    return c_steps(steps, nruns)
+
+
+def c_steps(steps, nruns):
+    """steps with C's runs: run 0 loaded before the last MFMAs, run r + 1
+    before the final values of run r."""
+    last = max(j for j, st in enumerate(steps) if st[0] == 'm')
+    out = steps[:last] + [('l', 0)] + steps[last:]
+    for r in range(nruns):
+        if r + 1 < nruns:
+            out.append(('l', r + 1))
+        out.append(('f', r))
+    return out
+
+
+def c_runs(m, per, rows=2):
+    """The rows of C a wavefront finishes, as runs of `rows` (i, v): its
+    m-tile i's accumulator element v, C row 16i + 4v + g of its first
+    (the rows of wavefront 0 that exist)."""
+    iv = [(i, v) for i in range(per) for v in range(4) if 16*i + 4*v < m]
+    return [iv[j:j + rows] for j in range(0, len(iv), rows)]
+
+
+def stage_slots(rows, vec, msplit):
+    """The staging slots of a chunk whose buffer rows hold B rows `rows`
+    (-1: padding): slot s lists, per wavefront y that loads in it, (first
+    buffer row, B rows) of load y + s*msplit."""
+    loads = [(j*vec, tuple(rows[j*vec:j*vec + vec]))
+             for j in range(len(rows) // vec)]
+    return [loads[j0:j0 + msplit] for j0 in range(0, len(loads), msplit)]
+
+
+def index_expr(values, var, vmax, offset=0):
+    """A C expression for values[min(var + offset, len(values) - 1)], var
+    an int expression in 0 .. vmax: linear where the values are
+    consecutive, else a chain of selects."""
+    vals = list(values)
+    last = len(vals) - 1
+    if offset >= last:
+        return str(vals[last])
+    if vals == list(range(vals[0], vals[0] + len(vals))):
+        base = vals[0] + offset
+        lin = f'{var} + {base}' if base else var
+        if vmax + offset <= last:
+            return f'({lin})'
+        return f'({var} < {last - offset} ? {lin} : {vals[last]})'
+    expr = str(vals[last])
+    for i in reversed(range(offset, min(last, vmax + offset + 1))):
+        expr = f'{var} == {i - offset} ? {vals[i]} : {expr}'
+    return f'({expr})'
+
+
+def mfma_plan(A, msplit, kchunk=MAX_CHUNK_KTILES, vec=1, nbuf=1, pipe=None):
     """The mfma-dense plan for msplit wavefronts (1: the direct path, B read
     straight into registers; more: B staged in LDS chunks of at most kchunk
-    k-tiles, in nbuf buffers).  vec is the width of B loads (1 or 2)."""
+    k-tiles, in nbuf buffers).  vec is the width of B loads (1 or 2); pipe
+    the software pipelining (mfma_steps; default 1, 0 on the LDS path with
+    one buffer)."""
     bake = A if isinstance(A, MfmaBake) else bake_mfma(A)
     tl = bake.tiling
     if msplit not in range(1, 5) or msplit > tl.m_tiles:
@@ -264,10 +446,19 @@ def mfma_plan(A, msplit, kchunk=MAX_CHUNK_KTILES, vec=1, nbuf=1):
         raise ValueError(f'kchunk must be in 1..{MAX_CHUNK_KTILES}')
     if vec not in (1, 2) or nbuf not in (1, 2):
         raise ValueError('vec and nbuf must be 1 or 2')
+    if pipe is None:
+        pipe = 0 if msplit > 1 and nbuf == 1 else 1
+    if pipe not in (0, 1, 2) or (msplit > 1 and pipe >= 1 and nbuf != 2):
+        raise ValueError('pipe must be 0, 1 or 2, and 0 with one buffer')
     lds = msplit > 1
     groups = wave_groups(tl.m_tiles, msplit)
     per = groups[0][1] - groups[0][0]
     kts = list(range(tl.active_k_tiles))
+    if not lds and -1 in tl.kcols:
+        # the k-tile with padding rows first: its lanes of those rows take
+        # zeros where its B is used, while later k-tiles' loads are in
+        # flight
+        kts = kts[-1:] + kts[:-1]
     chs = chunks(kts, kchunk) if lds else [[kt] for kt in kts]
 
     def tile_of(y, i, kt):
@@ -294,8 +485,9 @@ def mfma_plan(A, msplit, kchunk=MAX_CHUNK_KTILES, vec=1, nbuf=1):
     if lds:
         for ch in chs:
             rows = [r for kt in ch for r in tl.ktile_rows(kt)]
-            loads = [(s, tuple(rows[s:s + vec]))
-                     for s in range(0, len(rows), vec)]
-            stage.append([loads[y::msplit] for y in range(msplit)])
+            stage.append(stage_slots(rows, vec, msplit))
+    crun = c_runs(tl.m, per, C_RUN_ROWS)
+    steps = mfma_steps(work, lds, pipe, nbuf if lds else 1, len(crun))
     return MfmaPlan(bake, msplit, lds, vec, nbuf if lds else 1, per, groups,
-                    np.ascontiguousarray(frags), chs, work, stage)
+                    np.ascontiguousarray(frags), chs, work, stage, pipe,
+                    steps, crun)
