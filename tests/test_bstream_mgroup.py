@@ -98,10 +98,17 @@ def test_hip_loads_chunks_in_batches(rng):
             joined |= any(len(b) > 1 for b in sub.batches)
         assert kern.plan.nstage == max(sub.nstage
                                        for _, _, sub in kern.plan.groups)
-        src, _ = HIPMatMul(A, beta=0.0, aligne=2).render(cand, np.float64)
         batches = sum(len(sub.batches) for _, _, sub in kern.plan.groups)
-        assert src.count('__builtin_amdgcn_sched_barrier(0);') == (
-            batches + len(kern.plan.groups))
+        groups = len(kern.plan.groups)
+        copies = 2 if params.get('width') == 2 else 1
+        for beta in (0.0, -0.5):
+            # fences: a batch's loads, a group's case and, with beta != 0,
+            # its C values read ahead of the waves' cases (in each copy of
+            # a two-column body)
+            src, _ = HIPMatMul(A, beta=beta, aligne=2).render(cand,
+                                                              np.float64)
+            want = batches + groups + (groups*copies if beta else 0)
+            assert src.count('__builtin_amdgcn_sched_barrier(0);') == want
         cuda = CUDAMatMul(A, beta=0.0, aligne=2)
         ccand = Candidate('bstream-mgroup', params,
                           {'compute_capability': (9, 0)})

@@ -84,8 +84,19 @@ class BstreamMgroup(Family):
     def context(self):
         p = self.params
         return {'plan': self.plan, 'bsz': p['bsz'],
-                'nbuf': p.get('nbuf', 2), 'ntload': p.get('ntload', False)}
+                'nbuf': p.get('nbuf', 2), 'ntload': p.get('ntload', False),
+                'c_ahead': self.c_ahead}
+
+    @property
+    def c_ahead(self):
+        """Whether the old C values of a wave's rows are loaded by code
+        the same in every wave, ahead of the waves' cases (the platform
+        batches loads and beta != 0)."""
+        return (BATCH_LOADS[self.mm.platform] is not None
+                and self.mm.beta != 0)
 
     def live_values(self):
-        # one wave's accumulators and its staged share of a chunk
-        return self.plan.nacc + self.plan.nstage
+        # one wave's accumulators and its staged share of a chunk, or,
+        # with C read ahead, a C value per accumulator
+        held = max(self.plan.nstage, self.plan.nacc if self.c_ahead else 0)
+        return self.plan.nacc + held

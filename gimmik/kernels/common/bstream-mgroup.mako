@@ -121,6 +121,48 @@ ${self.finish(r0 + i, 'col', w, acc(i) if i - s0 in touched else None)}\
 </%def>\
 ${self.guarded(rows, W, '            ')}\
 </%def>
+## c_ahead (beta != 0): the old C values of a wave's rows are loaded by
+## code the same in every wave (rows selected by the wave index, a wave
+## with fewer rows loading its last row again), fenced, then each wave
+## stores its rows in its case: one wait for them a group, not one a case.
+<%def name="finish_ahead(g, w)">\
+<%
+    r0, _, sub = plan.groups[g]
+    nmax = max(s1 - s0 for s0, s1 in sub.groups)
+    vt = self.vt(w)
+    suffix = '' if w == W else self.attr.FIRST
+%>\
+% for t in range(nmax):
+<%
+    rows = [r0 + min(s0 + t, s1 - 1) for s0, s1 in sub.groups]
+    sel = str(rows[-1])
+    for y in range(len(rows) - 2, -1, -1):
+        sel = sel if rows[y] == rows[y + 1] and sel == str(rows[y]) else f'wave == {y} ? {rows[y]} : {sel}'
+%>\
+            const int ci${t} = ${sel};
+% endfor
+% for t in range(nmax):
+            const ${vt} cv${t} = ${self.load_c(f'ci{t}', 'col', w)};
+% endfor
+${self.sched_fence()}\
+<%def name="stores(y)">\
+<%
+    s0, s1 = sub.groups[y]
+    touched = {a for per_q in sub.updates for a, _, _, _ in per_q[y]}
+%>\
+% for i in range(s0, s1):
+<%
+    scaled = f'cv{i - s0}' if beta == 1 else f'{betalit}*cv{i - s0}'
+%>\
+% if i - s0 in touched:
+            ${self.store_c(r0 + i, 'col', w, f'acc{i - s0}{suffix} + {scaled}')};
+% elif beta != 1:
+            ${self.store_c(r0 + i, 'col', w, scaled)};
+% endif
+% endfor
+</%def>\
+${per_wave(sub, stores)}\
+</%def>
 ${self.prologue()}\
     const int group = blockIdx.x % ${G};
     const int wave = ${self.wave_uniform('threadIdx.y')};
@@ -167,7 +209,11 @@ ${stage_store(sub, q + 1)}\
 % endif
 % endfor
 
+% if beta != 0 and c_ahead:
+${self.guarded(lambda w: finish_ahead(g, w), W, '        ')}\
+% else:
 ${per_wave(sub, lambda y: finish_rows(g, y))}\
+% endif
         break;
     }
 % endfor
