@@ -42,6 +42,12 @@ MFMA_ARCHS = frozenset({'gfx90a', 'gfx940', 'gfx941', 'gfx942', 'gfx950'})
 # nothing fits, the register-bounded rows below are what is offered.
 SIMD_VGPRS = 512
 
+# The families whose two-column threads load both columns even where the
+# second is past n (kernels/hip/base.mako, per_column): one copy of the
+# body, so one wait for loads a kernel too small for a batch (bstream/
+# width2 of p1-tri-m0: 2 full waits on 6 loads, one a copy)
+PADDED_TAIL_FAMILIES = (Bstream, Cstream)
+
 # mfma-gemm rows (gimmik.fragments.mfma_tiled): wavefronts mwaves x nwaves,
 # each with wm x wn 16x16 accumulator tiles, stages of 4*kstage columns of
 # A; vec 2: 16-byte B/C accesses.  Offered (gate 'gemm') where the MFMA gate
@@ -204,6 +210,10 @@ class HIPMatMul(MatMul):
                 and params['groups']*MBLOCK_MIN_ROWS > self.info.m):
             return None
         return params
+
+    def _platform_context(self, kern):
+        return {'padded_tail': (isinstance(kern, PADDED_TAIL_FAMILIES)
+                                and kern.geometry().width == 2)}
 
     def registers_fit(self, kern):
         """Whether a candidate's register estimate is within its family's

@@ -274,6 +274,15 @@ def load_batches(plan, beta, min_loads):
     return out
 
 
+def row_batches_wait_often(plan, min_loads):
+    """Whether a cstream plan computed one row a batch (each row that
+    loads B waits for its loads) waits more than once per min_loads of its
+    loads (at least once allowed)."""
+    loading = sum(1 for row in plan if row.loads)
+    loads = sum(len(row.loads) for row in plan)
+    return loading > max(1, loads // min_loads)
+
+
 def load_runs(loads, min_loads):
     """Consecutive runs of items (as (start, stop) index pairs) whose
     loads (a count per item) add up to at least min_loads each; a short

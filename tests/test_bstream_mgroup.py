@@ -2,7 +2,8 @@
 term of A once within bounded row groups, and the register-bounded HIP
 rows (bstream-mgroup, cstream-mblock) run exactly in the
 CPU executor: ragged n, padded strides, beta 0, 1 and -0.5, f32 and f64,
-n baked and not; a perturbed bake is caught."""
+n baked and not; a perturbed bake is caught.  On HIP a group's chunks
+are loaded in load batches, each fenced off from what follows it."""
 
 import itertools
 
@@ -10,8 +11,10 @@ import numpy as np
 import pytest
 
 from conftest import HIP_OPTS, Panels, random_operator, run_hip_candidate
-from gimmik import HIPMatMul
+from gimmik import CUDAMatMul, HIPMatMul
 from gimmik.base import Candidate
+from gimmik.families import BATCH_LOADS
+from gimmik.plans import msplit_plan
 from gimmik.emulate import run_hip
 from gimmik.families.bstream_mgroup import group_rows, mgroup_plan
 from gimmik.hip import BIG_M
@@ -75,6 +78,45 @@ COMBOS = list(itertools.product((np.float64, np.float32), (0.0, 1.0, -0.5),
 def run_one(rng, A, family, params, dtype, beta, baked, **kw):
     return run_hip_candidate(rng, A, family, params, dtype, beta, baked,
                              aligne=2, **kw)
+
+
+def test_hip_loads_chunks_in_batches(rng):
+    """HIP: each group's chunks in plans.msplit_plan's load batches of
+    BATCH_LOADS loads a wave (CUDA: one chunk a batch), the staging
+    registers those of the fullest batch; the HIP source fences each
+    batch's loads and each group's case, the CUDA source has no fence."""
+    A = tall_operator(rng)
+    joined = False
+    for params in MGROUP:
+        cand = Candidate('bstream-mgroup', params, OPTS)
+        kern = HIPMatMul(A, beta=0.0, aligne=2).kernel(cand, np.float64)
+        for r0, r1, sub in kern.plan.groups:
+            want = msplit_plan(A[r0:r1], params['msplit'], params['bsz'],
+                               even=True, min_loads=BATCH_LOADS['hip'])
+            assert sub.batches == want.batches
+            assert sub.slots == want.slots
+            joined |= any(len(b) > 1 for b in sub.batches)
+        assert kern.plan.nstage == max(sub.nstage
+                                       for _, _, sub in kern.plan.groups)
+        batches = sum(len(sub.batches) for _, _, sub in kern.plan.groups)
+        groups = len(kern.plan.groups)
+        copies = 2 if params.get('width') == 2 else 1
+        for beta in (0.0, -0.5):
+            # fences: a batch's loads, a group's case and, with beta != 0,
+            # its C values read ahead of the waves' cases (in each copy of
+            # a two-column body)
+            src, _ = HIPMatMul(A, beta=beta, aligne=2).render(cand,
+                                                              np.float64)
+            want = batches + groups + (groups*copies if beta else 0)
+            assert src.count('__builtin_amdgcn_sched_barrier(0);') == want
+        cuda = CUDAMatMul(A, beta=0.0, aligne=2)
+        ccand = Candidate('bstream-mgroup', params,
+                          {'compute_capability': (9, 0)})
+        for _, _, sub in cuda.kernel(ccand, np.float64).plan.groups:
+            assert sub.batches == [[q] for q in range(len(sub.chunks))]
+        csrc, _ = cuda.render(ccand, np.float64)
+        assert 'sched_barrier' not in csrc
+    assert joined
 
 
 @pytest.mark.parametrize('dtype,beta,baked', COMBOS,

@@ -16,6 +16,8 @@ from gimmik.base import Candidate
 from gimmik.emulate import run_hip
 from gimmik.families import BATCH_LOADS
 from gimmik.families.cstream_mblock import CstreamMblock, mblock_groups
+from gimmik.plans import (batched_live_values, load_batches,
+                          row_batches_wait_often)
 
 OPTS = {'gcn_arch': 'gfx942', 'warp_size': 64}
 
@@ -44,14 +46,48 @@ def test_cstream_batches(rng):
     batches = hip.context()['batches']
     assert any(len(b.rows) > 1 for b in batches)
     assert [r.i for b in batches for r in b.rows] == list(range(A.shape[0]))
-    for beta in (0.0, 1.0):
-        mm = (HIPMatMul(A, beta=0.0) if beta == 0 else
-              CUDAMatMul(A, beta=beta))
-        opts = OPTS if beta == 0 else {'compute_capability': (9, 0)}
-        kern = mm.kernel(Candidate('cstream', dict(width=1), opts),
-                         np.float64)
-        assert all(len(b.rows) == 1 and not b.crows
-                   for b in kern.context()['batches'])
+    kern = CUDAMatMul(A, beta=1.0).kernel(
+        Candidate('cstream', dict(width=1), {'compute_capability': (9, 0)}),
+        np.float64)
+    assert all(len(b.rows) == 1 and not b.crows
+               for b in kern.context()['batches'])
+
+
+@pytest.mark.parametrize('width', [1, 2])
+def test_cstream_batches_beta_zero(rng, width):
+    """HIP, beta 0: load batches where one row a batch would wait more
+    than once per BATCH_LOADS loads and the batches' registers fit the
+    family's limit, else one row a batch; never a C value read."""
+    size = BATCH_LOADS['hip']
+    diag = np.diag(rng.uniform(1.0, 2.0, 24))
+    dense = rng.uniform(1.0, 2.0, (6, 24))
+    # row 0 of `held` loads 38 B rows kept to the last row, the rows
+    # between two fresh B rows each: one row a batch fits 200 VGPRs at
+    # width 2 (40 values), batches of 8 loads do not (46)
+    held = np.zeros((27, 88))
+    held[0, :38] = held[-1, :38] = 1.0
+    for i in range(1, 26):
+        held[i, 36 + 2*i:38 + 2*i] = 1.0
+    seen = set()
+    for A in (diag, dense, held, group_operator(rng)):
+        kern = HIPMatMul(A, beta=0.0, aligne=2).kernel(
+            Candidate('cstream', dict(width=width), OPTS), np.float64)
+        plan = kern.plan
+        rows = load_batches(plan, 0.0, None)
+        batched = load_batches(plan, 0.0, size)
+        fits = (kern.registers_of(batched_live_values(batched))
+                <= kern.register_limit())
+        want = (batched if row_batches_wait_often(plan, size) and fits
+                else rows)
+        got = kern.context()['batches']
+        assert got == want
+        assert not any(b.crows for b in got)
+        seen.add((want is batched, fits))
+    # each way taken: batched, one row a batch for want of waits and for
+    # want of registers
+    assert (True, True) in seen and (False, True) in seen
+    if width == 2:
+        assert (False, False) in seen
 
 
 # (family, parameters): two columns a thread and a ragged n

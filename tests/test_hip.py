@@ -8,8 +8,8 @@ import zlib
 import numpy as np
 import pytest
 
-from conftest import Panels, random_operator
-from gimmik import HIPMatMul, generate_mm
+from conftest import HIP_OPTS, Panels, random_operator, run_hip_candidate
+from gimmik import CUDAMatMul, HIPMatMul, generate_mm
 from gimmik.base import Candidate, MAX_SHARED, MAX_THREADS
 from gimmik.emulate import run_hip
 from gimmik.hip import CANDIDATES
@@ -234,3 +234,71 @@ def test_no_aligne_width_one_only(rng):
 def test_every_candidate_every_pyfr_operator(rng, dtype, beta, baked):
     for name, A in sorted(pyfr_subset().items()):
         run_all(A, dtype, beta, baked, rng, n=261)
+
+
+# -- two columns a thread with a ragged n: one body -----------------------
+
+@pytest.mark.parametrize('family', ['bstream', 'cstream'])
+@pytest.mark.parametrize('dtype', [np.float64, np.float32])
+@pytest.mark.parametrize('beta', [0.0, -0.5])
+@pytest.mark.parametrize('baked', [False, True])
+def test_padded_tail_exact(rng, family, dtype, beta, baked):
+    """bstream and cstream at width 2 load a ragged last column's pair
+    whole (strides n + 1, the least an even stride leaves) and store its
+    first column only: exact, B and C's padding untouched; one copy of
+    the body (CUDA keeps a one-column copy)."""
+    A = sample_operator(rng)
+    p, meta = run_hip_candidate(rng, A, family, dict(width=2), dtype, beta,
+                                baked, n=131, pad=(1, 1), aligne=2)
+    p.check(f'{meta["variant"]} {np.dtype(dtype).name} beta={beta} '
+            f'baked={baked}')
+    kw = dict(n=131, ldb=132, ldc=132) if baked else {}
+    src, _ = HIPMatMul(A, beta=beta, aligne=2, **kw).render(
+        Candidate(family, dict(width=2), HIP_OPTS), dtype)
+    assert src.count('if (col < n)') == 1 and 'else if' not in src
+    assert src.count('if (col + 1 < n)') == A.shape[0]
+    cuda, _ = CUDAMatMul(A, beta=beta, aligne=2, **kw).render(
+        Candidate(family, dict(width=2), {'compute_capability': (9, 0)}),
+        dtype)
+    assert 'else if (col < n)' in cuda
+
+
+def test_padded_tail_even_baked_n_stores_pairs(rng):
+    """With an even n baked no pair is ragged: no test at the stores."""
+    A = sample_operator(rng)
+    mm = HIPMatMul(A, beta=0.5, aligne=2, n=130, ldb=132, ldc=132)
+    for family in ('bstream', 'cstream'):
+        src, _ = mm.render(Candidate(family, dict(width=2), HIP_OPTS),
+                           np.float64)
+        assert 'col + 1 < n' not in src, family
+
+
+# -- load batches fenced ---------------------------------------------------
+
+@pytest.mark.parametrize('beta', [0.0, 1.0])
+def test_load_batches_fenced(rng, beta):
+    """HIP: a scheduling fence after each load batch of cstream and
+    cstream-mblock and each run of bstream (B's and C's); none on CUDA."""
+    fence = '__builtin_amdgcn_sched_barrier(0);'
+    A = random_operator(rng, 90, 60, 0.3)
+    mm = HIPMatMul(A, beta=beta, aligne=2)
+    cuda = CUDAMatMul(A, beta=beta, aligne=2)
+    rows = [('cstream', dict(width=1)), ('cstream', dict(width=2)),
+            ('bstream', dict(width=1)), ('bstream', dict(width=2)),
+            ('cstream-mblock', dict(width=1, groups=4))]
+    for family, params in rows:
+        cand = Candidate(family, params, HIP_OPTS)
+        kern = mm.kernel(cand, np.float64)
+        if family == 'bstream':
+            bruns, cruns = kern.runs()
+            want = len(bruns) + len(cruns or [])
+        elif family == 'cstream':
+            want = len(kern.context()['batches'])
+        else:
+            want = sum(len(batches) for _, batches in kern.plan)
+        src, _ = mm.render(cand, np.float64)
+        assert src.count(fence) == want, family
+        csrc, _ = cuda.render(Candidate(family, params,
+                                        {'compute_capability': (9, 0)}),
+                              np.float64)
+        assert 'sched_barrier' not in csrc

@@ -14,7 +14,7 @@ import pytest
 from conftest import group_operator
 from gimmik.plans import (batched_live_values, cstream_live_b, cstream_plan,
                           load_batches, load_runs, msplit_plan, reads_c,
-                          reads_c_value)
+                          reads_c_value, row_batches_wait_often)
 
 
 def batch_loads(batch):
@@ -59,6 +59,22 @@ def test_batch_sizes_on_a_diagonal():
     assert sizes == [10]
     assert [len(b.rows) for b in load_batches(cstream_plan(A), 1.0, None)] \
         == [1]*10
+
+
+def test_row_batches_wait_often():
+    """One row a batch waits once per row that loads B: on a diagonal A
+    (one load a row) more than once per 8 loads, on a dense A (the first
+    row loads every B row) once."""
+    diag = cstream_plan(np.diag(np.arange(1.0, 11.0)))
+    assert row_batches_wait_often(diag, 8)
+    assert not row_batches_wait_often(diag, 1)
+    dense = cstream_plan(np.arange(1.0, 41.0).reshape(4, 10))
+    assert not row_batches_wait_often(dense, 8)
+    # two loading rows of 16 loads in all: once per 8 loads allowed
+    two = np.zeros((3, 16))
+    two[0, :8] = two[2, 8:] = 1.0
+    assert not row_batches_wait_often(cstream_plan(two), 8)
+    assert row_batches_wait_often(cstream_plan(two), 9)
 
 
 def test_one_row_a_batch_is_the_cstream_estimate(rng):

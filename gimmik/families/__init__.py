@@ -58,6 +58,8 @@ import pkgutil
 
 import numpy as np
 
+from gimmik import plans
+
 # Registers a candidate needs beyond its live values (addresses, indices)
 REGISTER_MARGIN = 24
 
@@ -93,9 +95,13 @@ FREE_REGISTER_ESTIMATE = 64
 # batches; cstream of p4-hex-m6: 391 on 525, 18 in batches).  Batches cost
 # registers: the C values of up to 8 rows and what clang-19 hoists with
 # them (cstream of p3-pri-m3, beta 1: 74 to 130 VGPRs).  With beta 0
-# clang-19 already waits at most once per 8 loads on one row a batch, and
-# batching B alone only costs registers (p4-hex-m460, 16 groups: 64 to 88
-# VGPRs, 8 to 5 waves a SIMD).  bstream (gimmik.plans.load_runs) loads B's
+# clang-19 mostly waits at most once per 8 loads on one row a batch, and
+# batching B alone there only costs registers (p4-hex-m460, 16 groups: 64
+# to 88 VGPRs, 8 to 5 waves a SIMD); cstream batches B at beta 0 only
+# where one row a batch would wait more often than that
+# (plans.row_batches_wait_often: cstream of p3-pri-m460, rows loading 8
+# and 2 B rows in turn, 8 full waits on 40 loads, none in batches at the
+# same 168 VGPRs).  bstream (gimmik.plans.load_runs) loads B's
 # rows, whatever beta, and C's old values in runs of this many: one B row
 # at a time it waited for each (p4-pri-m3, beta 1: 165 full waits on 180
 # loads, 1 in runs, at 156 to 256 VGPRs, 3 waves to 1).
@@ -191,10 +197,19 @@ class Family:
         return blocks
 
     # -- shared ----------------------------------------------------------
-    def batch_min_loads(self):
+    def batch_min_loads(self, plan=None):
         """The loads a cstream load batch issues (BATCH_LOADS) where the
-        kernel reads C, else None (one row a batch)."""
-        return BATCH_LOADS[self.mm.platform] if self.mm.beta != 0 else None
+        kernel reads C or, given its cstream plan, where one row a batch
+        would wait more than once per BATCH_LOADS loads
+        (plans.row_batches_wait_often); else None (one row a batch)."""
+        size = BATCH_LOADS[self.mm.platform]
+        if size is None:
+            return None
+        if self.mm.beta != 0 or (
+                plan is not None
+                and plans.row_batches_wait_often(plan, size)):
+            return size
+        return None
 
     def reads_c_in_runs(self, min_loads):
         """Whether C's old values are read in runs of min_loads rows:

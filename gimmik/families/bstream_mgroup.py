@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from gimmik import plans
 from gimmik.analysis import split_even
-from gimmik.families import Family, Geometry
+from gimmik.families import BATCH_LOADS, Family, Geometry
 
 
 @dataclass
@@ -36,14 +36,16 @@ def group_rows(m, msplit, rows):
     return split_even(m, ngroups)
 
 
-def mgroup_plan(A, msplit, rows, bsz):
+def mgroup_plan(A, msplit, rows, bsz, min_loads=None):
+    """min_loads: the global loads a wave issues a load batch of a
+    group's chunks (plans.msplit_plan); None: one chunk a batch."""
     groups = []
     for r0, r1 in group_rows(A.shape[0], msplit, rows):
-        sub = plans.msplit_plan(A[r0:r1], msplit, bsz, even=True)
+        sub = plans.msplit_plan(A[r0:r1], msplit, bsz, even=True,
+                                min_loads=min_loads)
         groups.append((r0, r1, sub))
     nacc = max(sub.nacc for _, _, sub in groups)
-    nstage = max([len(ld) for _, _, sub in groups for per_q in sub.loads
-                  for ld in per_q] or [0])
+    nstage = max(sub.nstage for _, _, sub in groups)
     return MgroupPlan(groups, nacc, nstage)
 
 
@@ -76,13 +78,25 @@ class BstreamMgroup(Family):
 
     def build_plan(self):
         p = self.params
-        return mgroup_plan(self.A, p['msplit'], p['rows'], p['bsz'])
+        return mgroup_plan(self.A, p['msplit'], p['rows'], p['bsz'],
+                           BATCH_LOADS[self.mm.platform])
 
     def context(self):
         p = self.params
         return {'plan': self.plan, 'bsz': p['bsz'],
-                'nbuf': p.get('nbuf', 2), 'ntload': p.get('ntload', False)}
+                'nbuf': p.get('nbuf', 2), 'ntload': p.get('ntload', False),
+                'c_ahead': self.c_ahead}
+
+    @property
+    def c_ahead(self):
+        """Whether the old C values of a wave's rows are loaded by code
+        the same in every wave, ahead of the waves' cases (the platform
+        batches loads and beta != 0)."""
+        return (BATCH_LOADS[self.mm.platform] is not None
+                and self.mm.beta != 0)
 
     def live_values(self):
-        # one wave's accumulators and its staged share of a chunk
-        return self.plan.nacc + self.plan.nstage
+        # one wave's accumulators and its staged share of a chunk, or,
+        # with C read ahead, a C value per accumulator
+        held = max(self.plan.nstage, self.plan.nacc if self.c_ahead else 0)
+        return self.plan.nacc + held

@@ -5,8 +5,13 @@
 ## group's used rows of B pass through LDS in chunks of bsz rows, each wave
 ## loading its share into registers before the current chunk is consumed
 ## and writing it to LDS after: with nbuf 2 buffers one barrier ends each
-## chunk, with one buffer a second barrier comes before the LDS writes.  The group is the same for the whole block, so every wave of
-## a block meets the same barriers.
+## chunk, with one buffer a second barrier comes before the LDS writes.
+## The group is the same for the whole block, so every wave of a block
+## meets the same barriers.
+## Where the platform batches loads, the chunks are loaded in load batches
+## (sub.batches): a batch's loads all go out before the chunk ahead of it
+## is consumed, each chunk written to LDS from its own staging registers
+## (sub.slots) in turn.
 <%
     W = width
     VT = self.vt(W)
@@ -28,13 +33,15 @@ ${body(y)}\
 ## and LDS writes are the same code in every wave (no branch keeps loads
 ## of other waves' code in flight).  A wave with one row fewer loads the
 ## chunk's first row again into a slot no wave reads.
-<%def name="stage_load(sub, q)">\
+<%def name="stage_load(sub, batch)">\
+<%
+    ms = len(sub.groups)
+%>\
+% for q in batch:
 <%
     ch = sub.chunks[q]
-    ms = len(sub.groups)
-    ns = -(-len(ch) // ms)
 %>\
-% for s in range(ns):
+% for s in range(-(-len(ch) // ms)):
 <%
     rows = [ch[y + ms*s] if y + ms*s < len(ch) else ch[0] for y in range(ms)]
     sel = str(rows[-1])
@@ -43,9 +50,16 @@ ${body(y)}\
 %>\
         const int j${s}_${q} = ${sel};
 % endfor
+% endfor
 <%def name="loads(w)">\
-% for s in range(ns):
-            st${s}${'' if w == W else self.attr.FIRST} = ${self.load_b(f'j{s}_{q}', 'col' if W == 2 else 'bcol', w, ntload)};
+% for q in batch:
+% for s in range(-(-len(sub.chunks[q]) // ms)):
+<%
+    reg = f'st{sub.slots[q][0][s]}' + ('' if w == W else self.attr.FIRST)
+    val = self.load_b(f'j{s}_{q}', 'col' if W == 2 else 'bcol', w, ntload)
+%>\
+            ${reg} = ${val};
+% endfor
 % endfor
 </%def>\
 % if W == 1:
@@ -53,14 +67,16 @@ ${loads(1)}\
 % else:
 ${self.guarded(loads, W, '        ')}\
 % endif
+${self.sched_fence()}\
 </%def>
 <%def name="stage_store(sub, q)">\
 <%
     ms = len(sub.groups)
     ns = -(-len(sub.chunks[q]) // ms)
+    slots = sub.slots[q][0]
 %>\
 % for s in range(ns):
-        bsh[${q % nbuf}][wave + ${ms*s}][threadIdx.x] = st${s};
+        bsh[${q % nbuf}][wave + ${ms*s}][threadIdx.x] = st${slots[s]};
 % endfor
 </%def>
 <%def name="compute(sub, q, y)">\
@@ -105,6 +121,48 @@ ${self.finish(r0 + i, 'col', w, acc(i) if i - s0 in touched else None)}\
 </%def>\
 ${self.guarded(rows, W, '            ')}\
 </%def>
+## c_ahead (beta != 0): the old C values of a wave's rows are loaded by
+## code the same in every wave (rows selected by the wave index, a wave
+## with fewer rows loading its last row again), fenced, then each wave
+## stores its rows in its case: one wait for them a group, not one a case.
+<%def name="finish_ahead(g, w)">\
+<%
+    r0, _, sub = plan.groups[g]
+    nmax = max(s1 - s0 for s0, s1 in sub.groups)
+    vt = self.vt(w)
+    suffix = '' if w == W else self.attr.FIRST
+%>\
+% for t in range(nmax):
+<%
+    rows = [r0 + min(s0 + t, s1 - 1) for s0, s1 in sub.groups]
+    sel = str(rows[-1])
+    for y in range(len(rows) - 2, -1, -1):
+        sel = sel if rows[y] == rows[y + 1] and sel == str(rows[y]) else f'wave == {y} ? {rows[y]} : {sel}'
+%>\
+            const int ci${t} = ${sel};
+% endfor
+% for t in range(nmax):
+            const ${vt} cv${t} = ${self.load_c(f'ci{t}', 'col', w)};
+% endfor
+${self.sched_fence()}\
+<%def name="stores(y)">\
+<%
+    s0, s1 = sub.groups[y]
+    touched = {a for per_q in sub.updates for a, _, _, _ in per_q[y]}
+%>\
+% for i in range(s0, s1):
+<%
+    scaled = f'cv{i - s0}' if beta == 1 else f'{betalit}*cv{i - s0}'
+%>\
+% if i - s0 in touched:
+            ${self.store_c(r0 + i, 'col', w, f'acc{i - s0}{suffix} + {scaled}')};
+% elif beta != 1:
+            ${self.store_c(r0 + i, 'col', w, scaled)};
+% endif
+% endfor
+</%def>\
+${per_wave(sub, stores)}\
+</%def>
 ${self.prologue()}\
     const int group = blockIdx.x % ${G};
     const int wave = ${self.wave_uniform('threadIdx.y')};
@@ -128,17 +186,18 @@ ${self.prologue()}\
 % for g, (r0, r1, sub) in enumerate(plan.groups):
     case ${g}:
     {
+${self.sched_fence()}\
         // Rows ${r0}-${r1 - 1} of C
 % if sub.chunks:
-${stage_load(sub, 0)}\
+${stage_load(sub, sub.batches[0])}\
 ${stage_store(sub, 0)}\
         __syncthreads();
 % endif
 % for q in range(len(sub.chunks)):
 
         // Chunk ${q}: B rows ${', '.join(str(j) for j in sub.chunks[q])}
-% if q + 1 < len(sub.chunks):
-${stage_load(sub, q + 1)}\
+% if sub.batch_at(q + 1):
+${stage_load(sub, sub.batch_at(q + 1))}\
 % endif
 ${per_wave(sub, lambda y: compute(sub, q, y))}\
 % if q + 1 < len(sub.chunks):
@@ -150,7 +209,11 @@ ${stage_store(sub, q + 1)}\
 % endif
 % endfor
 
+% if beta != 0 and c_ahead:
+${self.guarded(lambda w: finish_ahead(g, w), W, '        ')}\
+% else:
 ${per_wave(sub, lambda y: finish_rows(g, y))}\
+% endif
         break;
     }
 % endfor

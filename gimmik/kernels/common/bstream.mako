@@ -2,7 +2,8 @@
 ## bstream: one thread per column (two with width 2); the used rows of B are
 ## walked once, each updating every row of C it touches in registers; where
 ## the family gives runs (bruns, cruns: HIP), B's rows and C's old values
-## are loaded a run at a time before they are consumed.
+## are loaded a run at a time before they are consumed, each run's loads
+## fenced off from what follows them (sched_fence).
 <%def name="columns(w)">\
         ${self.vt(w)} ${', '.join(f'acc{i}' for i in range(m) if i not in zero_rows)};
 % if bruns is None:
@@ -21,6 +22,7 @@
 % for r, cp in enumerate(run):
             const ${self.vt(w)} bv${r} = ${self.load_b(cp.j, 'col', w)};
 % endfor
+${self.sched_fence()}\
 % for r, cp in enumerate(run):
 % for i, v, first in cp.terms:
             acc${i} ${'=' if first else '+='} ${lit(v)}*bv${r};
@@ -39,6 +41,7 @@ ${self.finish(i, 'col', w, None if i in zero_rows else f'acc{i}')}\
 % for i in crows:
         const ${self.vt(w)} cin${i} = ${self.load_c(i, 'col', w)};
 % endfor
+${self.sched_fence()}\
 % for i in rows:
 ${self.finish(i, 'col', w, None if i in zero_rows else f'acc{i}', f'cin{i}' if i in crows else None)}\
 % endfor

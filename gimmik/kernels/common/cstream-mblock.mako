@@ -4,8 +4,9 @@
 ## one column tile in turn, so the B rows that several groups need are read
 ## from DRAM once and from L2 after.  Within a group it is cstream, batch
 ## by batch (families/cstream_mblock.py): a batch loads the B rows its rows
-## are the first to need and the old values of its crows of C, then
-## computes its rows of C in turn.
+## are the first to need and the old values of its crows of C (fenced off
+## from what follows them: sched_fence), then computes its rows of C in
+## turn.
 <%def name="rows(g, w)">\
 <%
     r0, batches = groups[g]
@@ -17,6 +18,7 @@
 % for i in batch.crows:
             const ${self.vt(w)} cin${r0 + i} = ${self.load_c(r0 + i, 'col', w)};
 % endfor
+${self.sched_fence()}\
 % for row in batch.rows:
 ${self.finish(r0 + row.i, 'col', w, ' + '.join(f'{lit(v)}*b{j}' for j, v in row.terms) or None, f'cin{r0 + row.i}' if row.i in batch.crows else None)}\
 % endfor

@@ -3,7 +3,7 @@
 ## computed in turn, loading each row of B the first time a row needs it
 ## (CUDA's ld 'reload': at every use, leaving reuse to the L1 cache), in
 ## load batches (gimmik.plans.load_batches): a batch's B loads and old C
-## values, then its rows.
+## values, fenced off from what follows them (sched_fence), then its rows.
 <%def name="columns(w)">\
 % if context.get('ld') == 'reload':
 % for row in plan:
@@ -17,6 +17,7 @@ ${self.finish(row.i, 'col', w, ' + '.join(f'{lit(v)}*{self.load_b(j, "col", w)}'
 % for i in batch.crows:
         const ${self.vt(w)} cin${i} = ${self.load_c(i, 'col', w)};
 % endfor
+${self.sched_fence()}\
 % for row in batch.rows:
 ${self.finish(row.i, 'col', w, ' + '.join(f'{lit(v)}*b{j}' for j, v in row.terms) or None, f'cin{row.i}' if row.i in batch.crows else None)}\
 % endfor

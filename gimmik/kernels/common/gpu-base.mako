@@ -25,6 +25,11 @@ ${' '*len(kname)} ${dtype}* __restrict__ c, int ldc)
 % endif
 </%def>
 
+## Lines no instruction is moved across (by the compiler's scheduler or by
+## its hoisting of code common to the cases of a switch); a platform's base
+## may define them, none by default.
+<%def name="sched_fence()" buffered="True"></%def>
+
 ## Address of row `row` (stride ld), column offset col of panel a, as a
 ## pointer to a w-column value.
 <%def name="ptr(a, row, ld, col, w)" buffered="True">\
