@@ -14,7 +14,7 @@
     givers = [[y for y in range(ks) if plan.slot[y][i] is not None and plan.terms[y][i]] for i in range(m)]
 %>
 <%def name="per_wave(body)">\
-    switch (threadIdx.y)
+    switch (${self.wave_uniform('threadIdx.y')})
     {
 % for y in range(ks):
     case ${y}:
