@@ -387,10 +387,11 @@ def wave_runs(reads, min_loads):
 
 
 def msplit_stage_rows(plan):
-    """[q][s] -> the B row each wave loads into the s-th staging register
-    of chunk q (wave_positions: one load code for every wave; a wave with
-    fewer rows of the chunk loads one it does not write to LDS)."""
-    return [wave_positions([[ch[r] for r in plan.loads[q][y]]
-                            for y in range(len(plan.groups))],
-                           len(plan.loads[q][0]))
+    """[q][s] -> the chunk row each wave loads into the s-th staging
+    register of chunk q and writes to LDS (one code for every wave): wave
+    y's row y + s*msplit, a wave without one the chunk's last row (the
+    same value its owner writes to the same place)."""
+    ms = len(plan.groups)
+    return [[[min(y + s*ms, len(ch) - 1) for y in range(ms)]
+             for s in range(len(plan.loads[q][0]))]
             for q, ch in enumerate(plan.chunks)]

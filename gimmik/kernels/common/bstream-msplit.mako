@@ -10,7 +10,7 @@
 ## are issued before the FMAs of the chunk ahead of it, into registers its
 ## chunks are written to LDS from, one chunk after each chunk's FMAs;
 ## batched (the platform batches loads, BATCH_LOADS): the loads and those
-## writes are one code for every warp (stage_load_all, stage_store_all),
+## writes are one code for every warp (stage_load_all, store_chunk),
 ## not cases of the switch: the row a warp loads is selected by its
 ## wave-uniform index (stage_rows), so a batch is one path and one wait.
 ## A two-column value at a ragged last column is then loaded whole: width
@@ -57,7 +57,7 @@ ${c_load_all(cruns[0])}\
 % endif
 % for q in batch:
 % for s, slot in enumerate(plan.slots[q][0]):
-        st${slot} = ${self.load_b(wave_select(stage_rows[q][s]), 'col', W, context.get('ntload', False))};
+        st${slot} = ${self.load_b(wave_select([plan.chunks[q][r] for r in stage_rows[q][s]]), 'col', W, context.get('ntload', False))};
 % endfor
 % endfor
     }
@@ -79,32 +79,19 @@ ${per_wave(lambda y: stage_load(batch, y))}\
         bsh[${q % 2}][${r}][threadIdx.x] = st${s};
 % endfor
 </%def>
-## The same for every warp at once (no switch: no path of the kernel
-## leaves a warp's loads in flight past it): warp y writes chunk row
-## y + s*msplit from its s-th staging register of chunk q.
-<%def name="stage_store_all(q)">\
-<%
-    ms = len(plan.groups)
-    rows = len(plan.chunks[q])
-%>\
-% for s, slot in enumerate(plan.slots[q][0]):
-% if rows - s*ms >= ms:
-    bsh[${q % 2}][threadIdx.y + ${s*ms}][threadIdx.x] = st${slot};
-% else:
-    if (threadIdx.y < ${rows - s*ms})
-        bsh[${q % 2}][threadIdx.y + ${s*ms}][threadIdx.x] = st${slot};
-% endif
-% endfor
-</%def>
+## Batched, one code for every warp: warp y writes chunk row
+## stage_rows[q][s][y] from its s-th staging register of chunk q (a warp
+## without a row of its own there writes the chunk's last, the value its
+## owner writes: no branch, whose paths would wait apart).
 <%def name="store_chunk(q)">\
 % if batched:
-${stage_store_all(q)}\
+% for s, slot in enumerate(plan.slots[q][0]):
+    bsh[${q % 2}][${wave_select(stage_rows[q][s])}][threadIdx.x] = st${slot};
+% endfor
 % else:
 ${per_wave(lambda y: stage_store(q, y))}\
 % endif
 </%def>
-## scale_c: C was preloaded unscaled (preload_all), beta applied at an
-## accumulator's first update or, untouched, at its store.
 <%def name="compute(q, y)">\
 % for a, v, r, first in plan.updates[q][y]:
 % if first and scale_c:
