@@ -48,10 +48,15 @@ ${body(y)}\
 ${self.guarded(loads, W)}\
 </%def>
 ## One code for every warp: the loads of a batch (first, where C joins
-## it, the old values of C), the row each warp loads selected by its index.
+## it, the old values of C; in the first, preloaded C), the row each warp
+## loads selected by its index.  One guarded block: loads pending across
+## two blocks' joins are waited for apart.
 <%def name="stage_load_all(batch)">\
     if (col < n)
     {
+% if preload_c and batch is plan.batches[0]:
+${preload_all()}\
+% endif
 % if c_joins and batch is plan.batches[-1]:
 ${c_load_all(cruns[0])}\
 % endif
@@ -103,12 +108,9 @@ ${per_wave(lambda y: stage_store(q, y))}\
 </%def>
 ## One code for every warp: C's old values into the accumulators.
 <%def name="preload_all()">\
-    if (col < n)
-    {
 % for a in range(plan.nacc):
         acc${a} = ${self.load_c(wave_select(c_positions[a]), 'col', W)};
 % endfor
-    }
 </%def>
 <%def name="preload(y)">\
 <%
@@ -172,17 +174,13 @@ ${self.prologue()}\
 % if cruns:
     ${VT} ${', '.join(f'cin{a}' for run in cruns for a in run)};
 % endif
-% if preload_c:
+% if preload_c and not batched:
 
     // C, scaled by beta, is the starting value of the accumulators
-% if batched:
-${preload_all()}\
-% else:
 ${per_wave(preload)}\
 % endif
-% endif
 
-    // Stage chunk 0 of B
+    // Stage chunk 0 of B${' (and C, the starting value of the accumulators)' if preload_c and batched else ''}
 ${load_batch(plan.batches[0])}\
 ${store_chunk(0)}\
     __syncthreads();
@@ -206,8 +204,8 @@ ${store_chunk(q + 1)}\
     if (col < n)
     {
 ${c_load_all(run)}\
+        ${self.wait_loads()};
     }
-    ${self.wait_loads()};
 % endif
 ${per_wave(lambda y: finish_run(run, y))}\
 % endfor

@@ -24,7 +24,7 @@
     bname = [{j: f'ld{s}' if batched else f'b{j}' for s, j in enumerate(plan.loads[y])} for y in range(ks)]
 %>
 <%def name="per_wave(body)">\
-    switch (${self.wave_uniform('threadIdx.y')})
+    switch (${'wave' if batched else 'threadIdx.y'})
     {
 % for y in range(ks):
     case ${y}:
@@ -110,8 +110,8 @@ ${c_load_all(cruns[0], 'cin')}\
 % for s, rows in enumerate(stage_rows):
         ld${s} = ${self.load_b(wave_select(rows), 'col', 1)};
 % endfor
+        ${self.wait_loads()};
     }
-    ${self.wait_loads()};
 </%def>
 ${self.prologue()}\
     const int col = blockIdx.x*blockDim.x + threadIdx.x;
@@ -139,8 +139,8 @@ ${per_wave(partials)}\
     if (col < n)
     {
 ${c_load_all(run, 'cin')}\
+        ${self.wait_loads()};
     }
-    ${self.wait_loads()};
 % endif
 ${per_wave(lambda y: finish_run(run, y))}\
 % endfor

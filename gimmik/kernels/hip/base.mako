@@ -38,4 +38,7 @@ __builtin_nontemporal_load(${self.ptr('b', j, 'ldbl', col, w)})\
 ## Wait for every global load this thread has issued (s_waitcnt vmcnt(0),
 ## in the gfx9 encoding with expcnt and lgkmcnt at their maxima): code
 ## after it, in every branch, then needs no wait of its own for them.
+## Placed at the end of the guarded block of its loads: after a block
+## guarded by col < n, clang-19 duplicated a wait that follows it into
+## both paths.
 <%def name="wait_loads()" buffered="True">__builtin_amdgcn_s_waitcnt(0x0f70)</%def>
