@@ -26,9 +26,12 @@
     nstage = plan.nstage
     scale_c = batched and preload_c and beta != 1
 %>
-## Run body(y) for this thread's warp y (warp-uniform).
+## Run body(y) for this thread's warp y (warp-uniform).  A switch on
+## threadIdx.y, not on the scalar wave index: clang-19 took scalar cases
+## of large row groups past 256 VGPRs (p5-quad-m460, width 2: 176 to 256
+## and 64 AGPRs).
 <%def name="per_wave(body)">\
-    switch (${'wave' if batched else 'threadIdx.y'})
+    switch (threadIdx.y)
     {
 % for y in range(len(plan.groups)):
     case ${y}:

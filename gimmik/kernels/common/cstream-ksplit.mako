@@ -24,7 +24,7 @@
     bname = [{j: f'ld{s}' if batched else f'b{j}' for s, j in enumerate(plan.loads[y])} for y in range(ks)]
 %>
 <%def name="per_wave(body)">\
-    switch (${'wave' if batched else 'threadIdx.y'})
+    switch (threadIdx.y)
     {
 % for y in range(ks):
     case ${y}:
