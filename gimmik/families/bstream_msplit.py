@@ -4,13 +4,16 @@ bsz rows in shared memory.
 
 Where the platform batches loads (BATCH_LOADS), a warp's share of several
 chunks is loaded at once (plans.msplit_plan's load batches of at least
-that many loads a thread), written to LDS by one code for every warp (not
-a case of the warps' switch: clang-19 waited for all loads again on the
-path that takes no case), and C's old values, read after the last chunk,
-in runs of that many rows (crows): on HIP a wave then waits for all its
-loads once a batch, not once a chunk or a row.  Batches and runs are
-held only within the register limit: where they would take the estimate
-past it, one chunk a batch and C read a row at a time."""
+that many loads a thread) by one code for every warp, the row a warp
+loads selected by its wave-uniform index (plans.msplit_stage_rows), and
+written to LDS by one code; preloaded C is loaded with the first batch
+and C's old values, read after the last chunk, in runs of that many
+accumulator positions (cruns), each loaded by one code and waited for
+once; where C's loads or B's are fewer than a batch, C's are loaded with
+the last batch (c_joins).  On HIP a wave then waits for all its loads
+once a batch or run, not once a case, a chunk or a row.  Batches and
+runs are held only within the register limit: where they would take
+the estimate past it, one chunk a batch and C read a row at a time."""
 
 from functools import cached_property
 

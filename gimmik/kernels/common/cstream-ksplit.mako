@@ -23,6 +23,8 @@
     # the value a warp's B row j is in: b<j> in its case, ld<s> batched
     bname = [{j: f'ld{s}' if batched else f'b{j}' for s, j in enumerate(plan.loads[y])} for y in range(ks)]
 %>
+## Run body(y) for this thread's warp y: a switch on threadIdx.y, not on
+## the scalar wave index (bstream-msplit.mako says why).
 <%def name="per_wave(body)">\
     switch (threadIdx.y)
     {
