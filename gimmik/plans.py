@@ -359,3 +359,48 @@ def rowblock_plan(A, rows):
             vals.append([blk[r, j] for r in range(rows)])
         ptr.append(len(cols))
     return RowBlockPlan(rows, bix, ptr, cols, vals)
+
+
+def wave_select(values, var='wave'):
+    """C expression of values[var], var a wave-uniform int in
+    range(len(values)) (a register the same in every lane, so the
+    expression is scalar): a literal where the values are all equal,
+    start + step*var where they step evenly, else a chain of selects."""
+    values = [int(v) for v in values]
+    if len(set(values)) == 1:
+        return str(values[0])
+    step = values[1] - values[0]
+    if all(b - a == step for a, b in zip(values, values[1:])):
+        return f'({values[0]} + {step}*{var})'
+    expr = str(values[-1])
+    for y in range(len(values) - 2, -1, -1):
+        expr = f'{var} == {y} ? {values[y]} : {expr}'
+    return f'({expr})'
+
+
+def wave_positions(rows, count, fill=0):
+    """rows: [y] -> the rows wave y holds at positions 0, 1, ...; returns
+    [p] -> the row each wave loads for position p in range(count), one
+    code for every wave: a wave without a p-th row loads its last (fill
+    where it holds none), a value it never uses."""
+    return [[r[min(p, len(r) - 1)] if r else fill for r in rows]
+            for p in range(count)]
+
+
+def wave_runs(reads, min_loads):
+    """reads: [y] -> the positions whose values wave y reads; returns the
+    positions any wave reads, in runs of at least min_loads (load_runs,
+    one load a position) loaded by one code for every wave."""
+    union = sorted(set().union(*map(set, reads))) if reads else []
+    return [union[a:b] for a, b in load_runs([1]*len(union), min_loads)]
+
+
+def msplit_stage_rows(plan):
+    """[q][s] -> the chunk row each wave loads into the s-th staging
+    register of chunk q and writes to LDS (one code for every wave): wave
+    y's row y + s*msplit, a wave without one the chunk's last row (the
+    same value its owner writes to the same place)."""
+    ms = len(plan.groups)
+    return [[[min(y + s*ms, len(ch) - 1) for y in range(ms)]
+             for s in range(len(plan.loads[q][0]))]
+            for q, ch in enumerate(plan.chunks)]

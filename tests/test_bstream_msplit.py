@@ -6,6 +6,7 @@ waves, a chunk a wave shares unevenly); the runs cover the rows that read
 C; a perturbed bake is caught; the CUDA rendering has no batches."""
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -87,6 +88,56 @@ def test_c_runs_cover_the_rows_that_read_c(rng, beta):
         assert all(len(run) >= BATCH_LOADS['hip'] for run in runs[:-1])
     assert fam.live_values() >= fam.plan.nacc + max(
         len(run) for runs in crows for run in runs)
+
+
+def test_c_joins_the_last_batch_where_either_is_short(rng):
+    """C's old values are loaded with the last batch's B rows where a
+    wave stages fewer than a batch of B or reads fewer of C, else in runs
+    after the last chunk; the old values each load once in the kernel."""
+    A = wide_operator(rng)
+    seen = set()
+    for params in ROWS:
+        if params.get('preload_c'):
+            continue
+        mm = HIPMatMul(A, beta=1.0, aligne=2)
+        cand = Candidate('bstream-msplit', params, OPTS)
+        fam = mm.kernel(cand, np.float64)
+        plan = fam.plan
+        nb = sum(len(plan.loads[q][0]) for b in plan.batches for q in b)
+        nc = sum(map(len, fam.cruns()))
+        short = min(nb, nc) < BATCH_LOADS['hip']
+        assert fam.c_joins() == short
+        seen.add(short)
+        src, _ = mm.render(cand, np.float64)
+        for a in (a for run in fam.cruns() for a in run):
+            assert len(re.findall(rf'\bcin{a} = ', src)) == 1
+        if short:
+            # loaded ahead of the last batch's B rows
+            last = max(src.index(f'st{s} = ')
+                       for q in plan.batches[-1] for s in plan.slots[q][0])
+            assert all(src.index(f'cin{a} = ') < last
+                       for a in fam.cruns()[0])
+    assert seen == {False, True}
+
+
+def test_loads_are_one_code_for_every_wave(rng):
+    """Batched, no global load is inside a wave's case: each staging
+    register and each accumulator's preloaded C is loaded once in the
+    kernel, the row chosen by the wave's index."""
+    A = wide_operator(rng)
+    for params in ROWS:
+        mm = HIPMatMul(A, beta=1.0, aligne=2)
+        cand = Candidate('bstream-msplit', params, OPTS)
+        fam = mm.kernel(cand, np.float64)
+        src, _ = mm.render(cand, np.float64)
+        for case in re.split(r'switch \(wave\)', src)[1:]:
+            body = case[:case.index('\n    }\n')]
+            # B's loads and C's (a dereference: load_c)
+            assert '(b + ' not in body and '(*' not in body
+        for s in range(fam.plan.nstage):
+            assert len(re.findall(rf'\bst{s} = ', src)) == \
+                sum(s in fam.plan.slots[q][0] for b in fam.plan.batches
+                    for q in b)
 
 
 def test_no_c_runs_where_c_is_not_read_in_the_finish(rng):

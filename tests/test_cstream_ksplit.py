@@ -64,10 +64,51 @@ def test_c_runs_cover_the_rows_that_read_c(rng, beta, ksplit):
         assert all(len(run) >= BATCH_LOADS['hip'] for run in runs[:-1])
     src, _ = mm.render(Candidate('cstream-ksplit', dict(ksplit=ksplit),
                                  OPTS), np.float64)
-    # every old value of C is read once and used once, after its read
-    for i in (i for runs in crows for run in runs for i in run):
-        uses = [m.group(0) for m in re.finditer(rf'\bcin{i}\b( = )?', src)]
-        assert uses == [f'cin{i} = ', f'cin{i}']
+    # every old value of C is loaded once, by one code for every warp,
+    # and used once by each warp whose row at that position reads it
+    owned = fam.owned()
+    for o in (o for run in fam.cruns() for o in run):
+        found = [bool(m.group(1)) for m in
+                 re.finditer(rf'\bcin{o}\b( = )?', src)]
+        readers = sum(o < len(rows) and rows[o] in sum(runs, [])
+                      for rows, runs in zip(owned, crows))
+        # the declaration, the load, the uses
+        assert found == [False, True] + [False]*readers
+
+
+def test_c_joins_b_where_either_is_short(rng):
+    """C's old values are loaded with B's where a warp loads fewer than a
+    batch of either, else in runs after the partial sums."""
+    A = owned_operator(rng)
+    seen = set()
+    for ksplit in (2, 4):
+        fam = HIPMatMul(A, beta=1.0).kernel(
+            Candidate('cstream-ksplit', dict(ksplit=ksplit), OPTS),
+            np.float64)
+        nb = max(map(len, fam.plan.loads))
+        nc = sum(map(len, fam.cruns()))
+        short = min(nb, nc) < BATCH_LOADS['hip']
+        assert fam.c_joins() == short
+        assert len(fam.cruns()) == 1 or not short
+        seen.add(short)
+    assert seen == {False, True}
+
+
+def test_loads_are_one_code_for_every_warp(rng):
+    """Batched, every B row a warp sums is loaded once in the kernel (no
+    load inside a warp's case), the row chosen by the warp's index."""
+    A = owned_operator(rng)
+    for ksplit in (2, 4):
+        cand = Candidate('cstream-ksplit', dict(ksplit=ksplit), OPTS)
+        mm = HIPMatMul(A, beta=0.0)
+        fam = mm.kernel(cand, np.float64)
+        src, _ = mm.render(cand, np.float64)
+        body = src[src.index('switch'):]
+        assert '(b + ' not in body
+        for s, rows in enumerate(fam.stage_rows()):
+            assert all(rows[y] == (fam.plan.loads[y] or [rows[y]])[
+                min(s, len(fam.plan.loads[y]) - 1)] for y in range(ksplit))
+            assert len(re.findall(rf'\bld{s} = ', src)) == 1
 
 
 def test_no_c_runs_where_c_is_not_read_in_the_finish(rng):

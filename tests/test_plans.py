@@ -6,15 +6,21 @@ cstream's at one row a batch.  load_runs (bstream's runs on HIP): runs
 cover the items in order, each of at least min_loads loads.  msplit_plan's
 load batches (bstream-msplit on HIP): consecutive chunks, each batch of at
 least min_loads loads a wavefront, its chunks' staging registers numbered
-in turn (wavefront 0 loads the most) and the same in every wavefront."""
+in turn (wavefront 0 loads the most) and the same in every wavefront.
+The one-code-for-every-wave loads: wave_select's expression is each
+wave's value, wave_positions give each wave its rows (padded with its
+last), wave_runs cover every position read in runs of min_loads, and
+msplit_stage_rows are the rows each wave stages."""
 
 import numpy as np
 import pytest
 
 from conftest import group_operator
 from gimmik.plans import (batched_live_values, cstream_live_b, cstream_plan,
-                          load_batches, load_runs, msplit_plan, reads_c,
-                          reads_c_value, row_batches_wait_often)
+                          load_batches, load_runs, msplit_plan,
+                          msplit_stage_rows, reads_c, reads_c_value,
+                          row_batches_wait_often, wave_positions, wave_runs,
+                          wave_select)
 
 
 def batch_loads(batch):
@@ -175,3 +181,57 @@ def test_msplit_batch_sizes():
     plan = msplit_plan(A, 4, 16, min_loads=4)
     assert plan.batches == [[0], [1, 2]]
     assert plan.nstage == 6
+
+
+# -- loads by one code for every wave -----------------------------------------
+
+def c_value(expr, wave):
+    """The value of a wave_select expression (C's ?: chain as Python's)."""
+    import re
+    py = re.sub(r'(\w+ == -?\d+) \? (-?\d+) :', r'\2 if \1 else', expr)
+    return eval(py, {'wave': wave})
+
+
+@pytest.mark.parametrize('values', [[3], [5, 5, 5], [0, 4, 8, 12],
+                                    [7, 6], [2, 9, 4], [1, 1, 2, 3]])
+def test_wave_select_is_each_waves_value(values):
+    expr = wave_select(values)
+    assert [c_value(expr, y) for y in range(len(values))] == values
+    # scalar: no select where the values are equal or step evenly
+    steps = {b - a for a, b in zip(values, values[1:])}
+    assert ('?' in expr) == (len(steps) > 1)
+
+
+def test_wave_positions_pad_with_the_last_row():
+    rows = [[4, 5, 6], [7], [], [8, 9]]
+    pos = wave_positions(rows, 3, fill=1)
+    for y, r in enumerate(rows):
+        got = [pos[p][y] for p in range(3)]
+        assert got[:len(r)] == r
+        assert set(got[len(r):]) <= {r[-1] if r else 1}
+
+
+@pytest.mark.parametrize('min_loads', [1, 3, 8])
+def test_wave_runs_cover_what_any_wave_reads(rng, min_loads):
+    reads = [sorted(rng.choice(12, size=rng.integers(0, 12),
+                               replace=False).tolist()) for _ in range(4)]
+    runs = wave_runs(reads, min_loads)
+    flat = [p for run in runs for p in run]
+    assert flat == sorted(set(sum(reads, [])))
+    assert all(len(run) >= min_loads for run in runs[:-1])
+
+
+@pytest.mark.parametrize('msplit,bsz', [(4, 16), (3, 16), (2, 8), (4, 3)])
+def test_msplit_stage_rows_are_each_waves_loads(rng, msplit, bsz):
+    A = group_operator(rng)
+    plan = msplit_plan(A, msplit, bsz, min_loads=8)
+    rows = msplit_stage_rows(plan)
+    for q, ch in enumerate(plan.chunks):
+        assert len(rows[q]) == len(plan.slots[q][0])
+        for y in range(len(plan.groups)):
+            got = [rows[q][s][y] for s in range(len(rows[q]))]
+            n = len(plan.loads[q][y])
+            assert got[:n] == plan.loads[q][y]
+            # the rest: the chunk's last row, which its owner writes too
+            assert set(got[n:]) <= {len(ch) - 1}
+            assert len(ch) - 1 in sum(plan.loads[q], [])

@@ -37,6 +37,8 @@ static gimmik_emu_dim3 threadIdx, blockIdx, blockDim;
 // A fiber is one lane: broadcasting lane 0's value is the value itself for
 // the wave-uniform operands kernels use it on (the wavefront index).
 #define __builtin_amdgcn_readfirstlane(x) (x)
+// A lane's loads are complete when they return: waiting is a no-op.
+#define __builtin_amdgcn_s_waitcnt(x) ((void) 0)
 #define __builtin_amdgcn_mfma_f64_16x16x4f64(a, b, acc, cbsz, abid, blgp) \
     gimmik_emu::mfma_f64_16x16x4((a), (b), (acc), (cbsz), (abid), (blgp), \
                                  __LINE__)

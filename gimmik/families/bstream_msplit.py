@@ -4,13 +4,16 @@ bsz rows in shared memory.
 
 Where the platform batches loads (BATCH_LOADS), a warp's share of several
 chunks is loaded at once (plans.msplit_plan's load batches of at least
-that many loads a thread), written to LDS by one code for every warp (not
-a case of the warps' switch: clang-19 waited for all loads again on the
-path that takes no case), and C's old values, read after the last chunk,
-in runs of that many rows (crows): on HIP a wave then waits for all its
-loads once a batch, not once a chunk or a row.  Batches and runs are
-held only within the register limit: where they would take the estimate
-past it, one chunk a batch and C read a row at a time."""
+that many loads a thread) by one code for every warp, the row a warp
+loads selected by its wave-uniform index (plans.msplit_stage_rows), and
+written to LDS by one code; preloaded C is loaded with the first batch
+and C's old values, read after the last chunk, in runs of that many
+accumulator positions (cruns), each loaded by one code and waited for
+once; where C's loads or B's are fewer than a batch, C's are loaded with
+the last batch (c_joins).  On HIP a wave then waits for all its loads
+once a batch or run, not once a case, a chunk or a row.  Batches and
+runs are held only within the register limit: where they would take
+the estimate past it, one chunk a batch and C read a row at a time."""
 
 from functools import cached_property
 
@@ -40,8 +43,8 @@ class BstreamMsplit(Family):
         if size is None or limit is None:
             return size
         plan = self._plan(size)
-        if self.registers_of(self._live(plan, self._crows(plan, size))) \
-                > limit:
+        cruns = self._cruns(plan, size)
+        if self.registers_of(self._live(plan, cruns, False)) > limit:
             return None
         return size
 
@@ -57,36 +60,97 @@ class BstreamMsplit(Family):
     def build_plan(self):
         return self._plan(self.min_loads)
 
-    def _crows(self, plan, min_loads):
-        if not self.reads_c_in_runs(min_loads):
-            return None
-        rows = []
+    def _c_reads(self, plan):
+        # [y] -> the positions (accumulator indices) of wave y's rows
+        # that read C's old value
+        out = []
         for y, (r0, r1) in enumerate(plan.groups):
             touched = {a for per_q in plan.updates for a, _, _, _
                        in per_q[y]}
-            rows.append([i for i in range(r0, r1) if plans.reads_c_value(
-                i - r0 in touched, self.mm.beta)])
-        return plans.c_runs(rows, min_loads)
+            out.append([a for a in range(r1 - r0) if plans.reads_c_value(
+                a in touched, self.mm.beta)])
+        return out
+
+    def _cruns(self, plan, min_loads):
+        if not self.reads_c_in_runs(min_loads):
+            return None
+        return plans.wave_runs(self._c_reads(plan), min_loads)
+
+    def cruns(self):
+        """Runs of accumulator positions whose old C values every wave
+        loads together (one code for every wave: position a of wave y is
+        row groups[y][0] + a) after the last chunk, or None: each row
+        reads its own (no batching, C preloaded or beta 0).  Where C
+        joins the last load batch (c_joins), one run."""
+        cruns = self._cruns(self.plan, self.min_loads)
+        if cruns and self.c_joins():
+            return [[a for run in cruns for a in run]]
+        return cruns
+
+    @cached_property
+    def _joins(self):
+        plan, size = self.plan, self.min_loads
+        cruns = self._cruns(plan, size)
+        if not cruns:
+            return False
+        nc = sum(map(len, cruns))
+        nb = sum(len(plan.loads[q][0]) for batch in plan.batches
+                 for q in batch)
+        if nc >= size and nb >= size:
+            return False
+        limit = self.register_limit()
+        return limit is None or \
+            self.registers_of(self._live(plan, cruns, True)) <= limit
+
+    def c_joins(self):
+        """Whether C's old values are loaded with the last load batch (so
+        that a wave waits once for both): where C's loads or the staged
+        B's are fewer than a batch (either alone would wait for fewer
+        than BATCH_LOADS loads) and the register estimate allows."""
+        return self._joins
+
+    def c_positions(self):
+        """[a] -> the row of C each wave loads for accumulator position a
+        (plans.wave_positions of the row groups)."""
+        plan = self.plan
+        return plans.wave_positions(
+            [list(range(r0, r1)) for r0, r1 in plan.groups], plan.nacc)
 
     def crows(self):
         """[y] -> runs of the rows of warp y whose old C values are loaded
-        together after the last chunk, or None: each row reads its own (no
-        batching, C preloaded or beta 0)."""
-        return self._crows(self.plan, self.min_loads)
+        together after the last chunk (cruns, the rows warp y reads), or
+        None."""
+        cruns = self.cruns()
+        if cruns is None:
+            return None
+        reads = self._c_reads(self.plan)
+        return [[[r0 + a for a in run if a in reads[y]] for run in cruns]
+                for y, (r0, r1) in enumerate(self.plan.groups)]
 
     def context(self):
         p = self.params
         return {'plan': self.plan, 'bsz': p['bsz'],
                 'ntload': p.get('ntload', False),
                 'preload_c': p.get('preload_c', False),
-                'crows': self.crows(),
+                'cruns': self.cruns(),
+                'c_joins': self.batched and self.c_joins(),
+                'c_positions': self.c_positions(),
+                'c_reads': self._c_reads(self.plan),
+                'stage_rows': plans.msplit_stage_rows(self.plan),
                 'batched': self.batched}
 
     @staticmethod
-    def _live(plan, crows):
+    def _live(plan, cruns, joined):
         # the accumulators of the largest row group and the staged B values
-        # of a load batch (or, after the last chunk, a run of C's values)
-        return plan.nacc + max(plan.nstage, plans.longest_run(crows))
+        # of a load batch (or, after the last chunk, a run of C's values;
+        # joined: all C's values with the last batch's)
+        nc = sum(map(len, cruns or []))
+        if joined:
+            last = sum(len(plan.loads[q][0]) for q in plan.batches[-1])
+            return plan.nacc + max(plan.nstage, last + nc)
+        return plan.nacc + max(plan.nstage, plans.longest_run(
+            [cruns] if cruns else None))
 
     def live_values(self):
-        return self._live(self.plan, self.crows())
+        return self._live(self.plan, self._cruns(self.plan, self.min_loads),
+                          self.c_joins())

@@ -2,10 +2,16 @@
 block's ksplit warps; partial sums handed to each row's owner through
 shared memory.
 
-Where the platform batches loads (BATCH_LOADS) and C's old values are read
-in the finish, an owner loads them in runs of that many rows (crows)
-before it stores them: on HIP a wave then waits for all its loads once a
-run, not once a row."""
+Where the platform batches loads (BATCH_LOADS), a warp's B values are
+loaded by one code for every warp (the row a warp loads selected by its
+wave-uniform index: stage_rows) and waited for once before the warps'
+cases sum them, and C's old values, read in the finish, in runs of that
+many of an owner's rows (cruns), each loaded by one code for every warp
+and waited for once; where C's loads or B's are fewer than a batch, C's
+are loaded with B's (c_joins).  On HIP a wave then waits for all its
+loads once a batch or run, not once a case or a row."""
+
+from functools import cached_property
 
 from gimmik import plans
 from gimmik.families import BATCH_LOADS, Family, Geometry
@@ -22,29 +28,104 @@ class CstreamKsplit(Family):
     def build_plan(self):
         return plans.ksplit_plan(self.A, self.params['ksplit'])
 
-    def crows(self):
-        """[y] -> runs of the rows warp y owns whose old C values are loaded
-        together in the finish, or None: each row reads its own (no
-        batching, C preloaded or beta 0)."""
+    @property
+    def batched(self):
+        """Whether the platform batches loads (the loads are then one
+        code for every warp)."""
+        return BATCH_LOADS[self.mm.platform] is not None
+
+    def owned(self):
+        """[y] -> the rows of C warp y owns (finishes)."""
+        plan = self.plan
+        return [[i for i, o in enumerate(plan.owner) if o == y]
+                for y in range(self.params['ksplit'])]
+
+    def _c_reads(self):
+        # [y] -> the positions in owned()[y] of the rows that read C
+        plan = self.plan
+        return [[o for o, i in enumerate(rows) if plans.reads_c_value(
+            any(terms[i] for terms in plan.terms), self.mm.beta)]
+            for rows in self.owned()]
+
+    def _cruns(self):
         min_loads = BATCH_LOADS[self.mm.platform]
         if not self.reads_c_in_runs(min_loads):
             return None
-        plan = self.plan
-        return plans.c_runs(
-            [[i for i, owner in enumerate(plan.owner) if owner == y
-              and plans.reads_c_value(any(terms[i] for terms in plan.terms),
-                                      self.mm.beta)]
-             for y in range(self.params['ksplit'])], min_loads)
+        return plans.wave_runs(self._c_reads(), min_loads)
+
+    def stage_rows(self):
+        """[s] -> the B row each warp loads into its s-th value
+        (plans.wave_positions of plan.loads)."""
+        loads = self.plan.loads
+        fill = next((ld[0] for ld in loads if ld), 0)
+        return plans.wave_positions(loads, max(map(len, loads)), fill)
+
+    def c_positions(self):
+        """[o] -> the row of C each warp loads for its o-th owned row."""
+        owned = self.owned()
+        return plans.wave_positions(owned, max(map(len, owned)))
+
+    @cached_property
+    def _joins(self):
+        cruns, size = self._cruns(), BATCH_LOADS[self.mm.platform]
+        if not cruns:
+            return False
+        nc = sum(map(len, cruns))
+        nb = max(map(len, self.plan.loads))
+        if nc >= size and nb >= size:
+            return False
+        limit = self.register_limit()
+        return limit is None or \
+            self.registers_of(self._live(True)) <= limit
+
+    def c_joins(self):
+        """Whether C's old values are loaded with B's (one wait for both):
+        where either are fewer than a batch (alone they would wait for
+        fewer than BATCH_LOADS loads) and the register estimate allows."""
+        return self._joins
+
+    def cruns(self):
+        """Runs of owned-row positions whose old C values every warp loads
+        together in the finish (where C joins B's loads, one run), or None:
+        each row reads its own (no batching, C preloaded or beta 0)."""
+        cruns = self._cruns()
+        if cruns and self.c_joins():
+            return [[o for run in cruns for o in run]]
+        return cruns
+
+    def crows(self):
+        """[y] -> runs of the rows warp y owns whose old C values are loaded
+        together in the finish (cruns, the rows warp y reads), or None."""
+        cruns = self.cruns()
+        if cruns is None:
+            return None
+        reads = self._c_reads()
+        return [[[rows[o] for o in run if o in reads[y]] for run in cruns]
+                for y, rows in enumerate(self.owned())]
 
     def context(self):
+        batched = self.batched
         return {'plan': self.plan,
                 'preload_c': self.params.get('preload_c', False),
-                'crows': self.crows()}
+                'batched': batched,
+                'cruns': self.cruns(),
+                'c_joins': batched and self.c_joins(),
+                'c_reads': self._c_reads(),
+                'c_positions': self.c_positions(),
+                'stage_rows': self.stage_rows()}
 
-    def live_values(self):
+    def _live(self, joined):
         # a warp's B values and the partial sums of the rows it owns (in
-        # the finish, a run of C's old values with them)
+        # the finish, a run of C's old values with them; joined: all of
+        # C's old values with the B values)
         plan = self.plan
         nown = max(plan.owner.count(y) for y in range(self.params['ksplit']))
-        return max(max(len(ld) for ld in plan.loads) + nown,
-                   nown + plans.longest_run(self.crows()))
+        nb = max(len(ld) for ld in plan.loads)
+        cruns = self._cruns()
+        if joined:
+            return nb + nown + sum(map(len, cruns))
+        return max(nb + nown, nown + plans.longest_run(
+            [cruns] if cruns else None))
+
+    def live_values(self):
+        return self._live(self.c_joins())

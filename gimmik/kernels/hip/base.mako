@@ -88,3 +88,11 @@ ${parent.per_column()}\
 ## branches, not to every case in turn under exec masks) and selects on it
 ## are scalar.
 <%def name="wave_uniform(x)" buffered="True">__builtin_amdgcn_readfirstlane(${x})</%def>
+
+## Wait for every global load this thread has issued (s_waitcnt vmcnt(0),
+## in the gfx9 encoding with expcnt and lgkmcnt at their maxima): code
+## after it, in every branch, then needs no wait of its own for them.
+## Placed at the end of the guarded block of its loads: after a block
+## guarded by col < n, clang-19 duplicated a wait that follows it into
+## both paths.
+<%def name="wait_loads()" buffered="True">__builtin_amdgcn_s_waitcnt(0x0f70)</%def>
