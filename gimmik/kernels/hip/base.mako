@@ -13,7 +13,7 @@ typedef ${dtype} gimmik_v2 __attribute__((vector_size(${2*itemsize})));
 <%def name="launch_bounds()" buffered="True">${nthreads}</%def>
 
 ## No instruction is moved across it; the streaming families put one after
-## each load batch.  Without it clang-19 (gfx90a, gfx942) moves a batch's
+## each load batch, mfma-dense one after each step's MFMAs.  Without it clang-19 (gfx90a, gfx942) moves a batch's
 ## loads back next to their uses, one full s_waitcnt vmcnt(0) each, to fit
 ## more waves (bstream/width2 of p4-tri-m0: 14 such waits on 15 loads at 7
 ## waves; cstream/width2 of p2-tet-m6, beta 1: 16 on 54 at 6), moves

@@ -70,16 +70,6 @@
 %>
 typedef double gimmik_v4d __attribute__((vector_size(32)));
 
-// The order of plan.steps kept through instruction scheduling: no code
-// moves across a step's MFMAs (where the compiler has the barrier)
-#ifndef GIMMIK_SCHED_BARRIER
-#if defined(__has_builtin) && __has_builtin(__builtin_amdgcn_sched_barrier)
-#define GIMMIK_SCHED_BARRIER() __builtin_amdgcn_sched_barrier(0)
-#else
-#define GIMMIK_SCHED_BARRIER()
-#endif
-#endif
-
 // x computed at this point, where the target has inline asm
 #ifndef GIMMIK_KEEP
 #if defined(__AMDGCN__)
@@ -198,7 +188,7 @@ ${kname}_ld2r(const ${dtype}* __restrict__ p, int e)
     c${i}_${v} = ${kname}_ld4(${p});
 % else:
     c${i}_${v} = ${kname}_ld4r(${p}, nleft - 1);
-    GIMMIK_SCHED_BARRIER();
+${self.sched_fence()}\
 % endif
 % endfor
 </%def>
@@ -298,7 +288,7 @@ ${kname}_ld2r(const ${dtype}* __restrict__ p, int e)
     acc${i}_${nt} = __builtin_amdgcn_mfma_f64_16x16x4f64(a${s}, b${kt}[${nt}], acc${i}_${nt}, 0, 0, 0);
 % endfor
 % endfor
-    GIMMIK_SCHED_BARRIER();
+${self.sched_fence()}\
 </%def>
 
 ## ('f', r): C's final values of run r (rows past m skipped), computed
@@ -327,7 +317,7 @@ ${kname}_ld2r(const ${dtype}* __restrict__ p, int e)
 % else:
     ${guard}${kname}_st4r(cw + ${row}*ldcl, nleft, ${', '.join(xs)});
 % endif
-    GIMMIK_SCHED_BARRIER();
+${self.sched_fence()}\
 % endfor
 </%def>
 
@@ -351,7 +341,7 @@ ${body(False)}\
 % for st in steps:
 % if st[0] == 'l' and beta != 0:
 ${load_c(st[1], full)}\
-    GIMMIK_SCHED_BARRIER();
+${self.sched_fence()}\
 % elif st[0] == 'f':
 % if st[1] == 0:
 
@@ -364,15 +354,15 @@ ${finish(st[1], full)}\
 % endif
 % elif st[0] == 'a':
 ${load_a(st[2])}\
-    GIMMIK_SCHED_BARRIER();
+${self.sched_fence()}\
 % elif st[0] == 'b':
 ${load_b(st[1], full)}\
-    GIMMIK_SCHED_BARRIER();
+${self.sched_fence()}\
 % elif st[0] == 's':
 
     // Chunk ${st[1]} of B: k-tiles ${plan.chunks[st[1]][0]}..${plan.chunks[st[1]][-1]}
 ${load_stage(st[1], full)}\
-    GIMMIK_SCHED_BARRIER();
+${self.sched_fence()}\
 % elif st[0] == 'w':
 ${store_stage(st[1], st[2])}\
 % elif st[0] == 'sync':
