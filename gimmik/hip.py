@@ -47,10 +47,11 @@ SIMD_VGPRS = 512
 # body, so one wait for loads a kernel too small for a batch (bstream/
 # width2 of p1-tri-m0: 2 full waits on 6 loads, one a copy)
 PADDED_TAIL_FAMILIES = (Bstream, Cstream)
-# ... where A uses fewer rows of B than this (two load batches): with more,
-# the per-row test of the ragged pair's stores made clang-19 keep the whole
-# body live (cstream/width2 of p4-tet-m0, 35 rows, n at run time: 256 VGPRs
-# + 256 AGPRs and 412 bytes of scratch), and each copy has batches enough
+# ... where no pair can be ragged (n baked and even) or A uses fewer rows of
+# B than this (two load batches): with more, the per-row test of the ragged
+# pair's stores made clang-19 keep the whole body live (cstream/width2 of
+# p4-tet-m0, 35 rows, n at run time: 256 VGPRs + 256 AGPRs and 412 bytes of
+# scratch), and each copy has batches enough
 PADDED_TAIL_MAX_ROWS = 16
 
 # mfma-gemm rows (gimmik.fragments.mfma_tiled): wavefronts mwaves x nwaves,
@@ -217,9 +218,11 @@ class HIPMatMul(MatMul):
         return params
 
     def _platform_context(self, kern):
+        even_n = self.n is not None and self.n % 2 == 0
+        few_rows = len(kern.info.bix) < PADDED_TAIL_MAX_ROWS
         return {'padded_tail': (isinstance(kern, PADDED_TAIL_FAMILIES)
                                 and kern.geometry().width == 2
-                                and len(kern.info.bix) < PADDED_TAIL_MAX_ROWS)}
+                                and (even_n or few_rows))}
 
     def registers_fit(self, kern):
         """Whether a candidate's register estimate is within its family's
