@@ -24,7 +24,6 @@ from gimmik.families.cstream_mblock import CstreamMblock
 from gimmik.families.mma_gemm import MmaGemm
 from gimmik.order import order_candidates, placed_rows
 # the names the CUDA families and the tests have imported from here
-from gimmik.families.cstream_mblock import mblock_groups  # noqa: F401
 from gimmik.fragments.mma import (  # noqa: F401
     GEMM_SHAPES, GEMM_SM90, MMA_N, WARP, gemm_compute_bound, gemm_coords,
     gemm_model, gemm_plan, gemm_reference)

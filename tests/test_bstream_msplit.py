@@ -174,21 +174,23 @@ def test_wrong_bake_is_caught(rng):
         p.check('mutated')
 
 
-def test_batches_only_within_the_register_limit(rng):
-    """Where batches would take the estimate past the limit (f64, 4 waves
-    of 82 rows: 4 staged values a wave fit, a batch of 10 does not), one
-    chunk a batch and C read a row at a time; the kernel still runs
-    exactly."""
+def test_batches_past_the_register_limit_not_offered(rng):
+    """Where batches take the estimate past the limit (f64, 4 waves of 82
+    rows: 4 staged values a wave fit, a batch of 10 does not), the
+    candidate keeps its batches and is not offered (one chunk a batch
+    would wait for every 4 loads); the kernel still runs exactly."""
     A = np.zeros((328, 40))
     for i in range(328):
         A[i, [(i + d) % 40 for d in range(3)]] = rng.standard_normal(3)
     mm = HIPMatMul(A, beta=1.0, aligne=2)
-    fam = mm.kernel(Candidate('bstream-msplit', ROWS[0], OPTS), np.float64)
-    batched = fam._plan(BATCH_LOADS['hip'])
-    assert fam.registers_of(batched.nacc + batched.nstage) \
-        > fam.register_limit()
-    assert fam.min_loads is None and fam.crows() is None
-    assert fam.plan.batches == [[q] for q in range(len(fam.plan.chunks))]
-    assert fam.registers() <= fam.register_limit()
+    cand = Candidate('bstream-msplit', ROWS[0], OPTS)
+    fam = mm.kernel(cand, np.float64)
+    assert fam.min_loads == BATCH_LOADS['hip']
+    assert fam.plan == fam._plan(BATCH_LOADS['hip'])
+    assert fam.registers() > fam.register_limit()
+    assert not mm.registers_fit(fam)
+    offered = [m['variant'] for _, m in mm.kernels(
+        np.float64, gcn_arch='gfx942', warp_size=64)]
+    assert offered and cand.variant not in offered
     p, meta = run_one(rng, A, ROWS[0], np.float64, 1.0, False, n=67)
     p.check(meta['variant'])

@@ -16,17 +16,19 @@ from gimmik.base import Candidate
 from gimmik.emulate import run_hip
 from gimmik.families import BATCH_LOADS
 from gimmik.families.cstream_mblock import CstreamMblock, mblock_groups
-from gimmik.plans import (batched_live_values, load_batches,
-                          row_batches_wait_often)
+from gimmik.plans import (balanced_row_groups, batched_live_values,
+                          cstream_plan, load_batches, row_batches_wait_often)
 
 OPTS = {'gcn_arch': 'gfx942', 'warp_size': 64}
 
 
 def test_platform_batches(rng):
     A = group_operator(rng)
+    size = BATCH_LOADS['hip']
     cand = Candidate('cstream-mblock', dict(width=1, groups=4), OPTS)
     hip = HIPMatMul(A, beta=1.0).kernel(cand, np.float64)
-    assert hip.plan == mblock_groups(A, 4, 1.0, BATCH_LOADS['hip'])
+    assert hip.plan == mblock_groups(
+        A, 4, lambda plan: load_batches(plan, 1.0, size))
     assert any(len(b.rows) > 1 for _, bs in hip.plan for b in bs)
     cuda = CUDAMatMul(A, beta=1.0).kernel(
         Candidate('cstream-mblock', dict(width=1, groups=4),
@@ -34,9 +36,33 @@ def test_platform_batches(rng):
     assert all(len(b.rows) == 1 and not b.crows
                for _, bs in cuda.plan for b in bs)
     assert isinstance(hip, CstreamMblock)
-    # beta 0: one row a batch on HIP too
-    hip0 = HIPMatMul(A, beta=0.0).kernel(cand, np.float64)
-    assert hip0.plan == mblock_groups(A, 4, 0.0, None)
+
+
+def test_beta_zero_batches_where_rows_wait_often(rng):
+    """HIP, beta 0: a group is computed in load batches where one row a
+    batch would wait more than once per BATCH_LOADS loads (a gather: four
+    B rows of its own a row), else one row a batch (a dense A: its first
+    row loads every B row); never a C value read."""
+    size = BATCH_LOADS['hip']
+    gather = np.zeros((32, 128))
+    for i in range(32):
+        gather[i, 4*i:4*i + 4] = rng.uniform(1.0, 2.0, 4)
+    ways = set()
+    for A in (gather, group_operator(rng), rng.uniform(1.0, 2.0, (16, 24))):
+        cand = Candidate('cstream-mblock', dict(width=1, groups=4), OPTS)
+        kern = HIPMatMul(A, beta=0.0).kernel(cand, np.float64)
+        groups = [(r0, cstream_plan(A[r0:r1]))
+                  for r0, r1 in balanced_row_groups(A, 4) if r1 > r0]
+        want = [(r0, load_batches(plan, 0.0, size
+                                  if row_batches_wait_often(plan, size)
+                                  else None)) for r0, plan in groups]
+        assert kern.plan == want
+        assert not any(b.crows for _, bs in kern.plan for b in bs)
+        ways |= {len(b.rows) > 1 for _, bs in kern.plan for b in bs}
+        if A is gather:
+            assert all(len(b.loads) >= size for _, bs in kern.plan
+                       for b in bs)
+    assert ways == {True, False}
 
 
 def test_cstream_batches(rng):
@@ -54,10 +80,13 @@ def test_cstream_batches(rng):
 
 
 @pytest.mark.parametrize('width', [1, 2])
-def test_cstream_batches_beta_zero(rng, width):
+@pytest.mark.parametrize('baked', [True, False])
+def test_cstream_batches_beta_zero(rng, width, baked):
     """HIP, beta 0: load batches where one row a batch would wait more
-    than once per BATCH_LOADS loads and the batches' registers fit the
-    family's limit, else one row a batch; never a C value read."""
+    than once per BATCH_LOADS loads, else one row a batch; with n baked,
+    one row a batch also where the batches' registers exceed the family's
+    limit (with n at run time the batches stay and the estimate decides
+    whether the candidate is offered); never a C value read."""
     size = BATCH_LOADS['hip']
     diag = np.diag(rng.uniform(1.0, 2.0, 24))
     dense = rng.uniform(1.0, 2.0, (6, 24))
@@ -68,26 +97,29 @@ def test_cstream_batches_beta_zero(rng, width):
     held[0, :38] = held[-1, :38] = 1.0
     for i in range(1, 26):
         held[i, 36 + 2*i:38 + 2*i] = 1.0
+    sizes = dict(n=130, ldb=132, ldc=132) if baked else {}
     seen = set()
     for A in (diag, dense, held, group_operator(rng)):
-        kern = HIPMatMul(A, beta=0.0, aligne=2).kernel(
+        kern = HIPMatMul(A, beta=0.0, aligne=2, **sizes).kernel(
             Candidate('cstream', dict(width=width), OPTS), np.float64)
         plan = kern.plan
         rows = load_batches(plan, 0.0, None)
         batched = load_batches(plan, 0.0, size)
         fits = (kern.registers_of(batched_live_values(batched))
                 <= kern.register_limit())
-        want = (batched if row_batches_wait_often(plan, size) and fits
-                else rows)
+        want = (batched if row_batches_wait_often(plan, size)
+                and (fits or not baked) else rows)
         got = kern.context()['batches']
         assert got == want
         assert not any(b.crows for b in got)
+        if not fits and not baked:
+            assert not HIPMatMul(A, beta=0.0, aligne=2).registers_fit(kern)
         seen.add((want is batched, fits))
-    # each way taken: batched, one row a batch for want of waits and for
-    # want of registers
+    # each way taken: batched, one row a batch for want of waits and (n
+    # baked) for want of registers
     assert (True, True) in seen and (False, True) in seen
     if width == 2:
-        assert (False, False) in seen
+        assert ((False, False) if baked else (True, False)) in seen
 
 
 # (family, parameters): two columns a thread and a ragged n

@@ -10,7 +10,9 @@ from gimmik.analysis import DENSE_DENSITY
 from gimmik.base import Candidate
 from gimmik.families.mfma_dense import MfmaDense
 from gimmik.emulate import EmulatorError, run_hip
-from gimmik.fragments.mfma import WAVE, kernel_mfmas, mfma_f64_16x16x4
+from gimmik.fragments.mfma import (MIN_SPLIT_LOADS, WAVE, block_loads,
+                                   code_paths, kernel_mfmas,
+                                   mfma_f64_16x16x4)
 from gimmik.families.mfma_dense import waves as mfma_dense_waves
 from gimmik.hip import MFMA_ARCHS, HIPMatMul
 
@@ -244,6 +246,37 @@ def test_steps_in_the_executor(rng, params, beta, baked, n):
     src, meta = mm.render(cand, np.float64)
     assert ('if (full)' in src) == (not baked or n % 64 != 0)
     run_checked(rng, A, beta, src, meta, n, ld, ld)
+
+
+@pytest.mark.parametrize('beta', BETAS)
+def test_small_kernel_one_guarded_copy(rng, beta):
+    """A block issuing fewer than MIN_SPLIT_LOADS loads: one copy of the
+    steps (clamped loads, guarded stores) for every block where n is not
+    a multiple of 64, exact at ragged n baked and at run time; two copies
+    (full and ragged) where it issues more."""
+    A = random_operator(rng, 12, 6, 1.0)    # 1 m-tile, 2 k-tiles
+    params = dict(msplit=1, pipe=0, vec=2)
+    mm = HIPMatMul(A, beta=beta, aligne=2)
+    plan = mfma_plan(mm, params)
+    # 2 fragments, B rows of 2 k-tiles in two 16-byte loads each, C's old
+    # values of the lane's 3 rows g, g + 4, g + 8 (beta != 0)
+    assert block_loads(plan, beta) == 2 + 2*2 + (6 if beta else 0)
+    assert code_paths(None, plan, beta) == (False,)
+    assert code_paths(99, plan, beta) == (False,)
+    assert code_paths(128, plan, beta) == (True,)
+    big = mfma_plan(HIPMatMul(random_operator(rng, 70, 46, 0.95),
+                              beta=beta, aligne=2), params)
+    assert block_loads(big, beta) >= MIN_SPLIT_LOADS
+    assert code_paths(None, big, beta) == (True, False)
+    cand = Candidate('mfma-dense', params, {'gcn_arch': 'gfx942',
+                                            'warp_size': 64})
+    for n, baked in ((99, True), (101, False)):
+        ld = n + 3 + (n + 3) % 2
+        sizes = dict(n=n, ldb=ld, ldc=ld) if baked else {}
+        src, meta = HIPMatMul(A, beta=beta, aligne=2, **sizes).render(
+            cand, np.float64)
+        assert 'if (full)' not in src and '_ld4r(' in src
+        run_checked(rng, A, beta, src, meta, n, ld, ld)
 
 
 def test_misbaked_fragment_is_caught(rng, monkeypatch):

@@ -211,6 +211,27 @@ class Family:
             return size
         return None
 
+    def cstream_batches(self, plan):
+        """A cstream plan in load batches (plans.load_batches, the GPU
+        templates walk them; one row a batch on CUDA and C).  Batches that
+        C does not ask for (beta 0) give way to one row a batch where
+        their registers exceed the family's limit and n is baked: there
+        clang-19 issues a row's loads ahead of the rows before it (each
+        address a constant offset from the column); with n at run time it
+        waits for each row's loads in turn (cstream/width2 of a 27 x 81
+        operator, 8-9 non-zeros a row: 38 full waits on 162 loads, 2 on 81
+        with n baked), so the batches are kept and the register limit
+        decides whether the candidate is offered."""
+        min_loads = self.batch_min_loads(plan)
+        batches = plans.load_batches(plan, self.mm.beta, min_loads)
+        if min_loads is None or self.mm.beta != 0 or self.mm.n is None:
+            return batches
+        limit = self.register_limit()
+        if limit is not None and self.registers_of(
+                plans.batched_live_values(batches)) > limit:
+            return plans.load_batches(plan, self.mm.beta, None)
+        return batches
+
     def reads_c_in_runs(self, min_loads):
         """Whether C's old values are read in runs of min_loads rows:
         the platform batches (min_loads not None), C is read (beta != 0)

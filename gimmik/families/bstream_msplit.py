@@ -11,9 +11,9 @@ and C's old values, read after the last chunk, in runs of that many
 accumulator positions (cruns), each loaded by one code and waited for
 once; where C's loads or B's are fewer than a batch, C's are loaded with
 the last batch (c_joins).  On HIP a wave then waits for all its loads
-once a batch or run, not once a case, a chunk or a row.  Batches and
-runs are held only within the register limit: where they would take
-the estimate past it, one chunk a batch and C read a row at a time."""
+once a batch or run, not once a case, a chunk or a row.  A candidate
+whose batches and runs take the estimate past the register limit is not
+offered."""
 
 from functools import cached_property
 
@@ -34,19 +34,15 @@ class BstreamMsplit(Family):
         code for every warp)."""
         return BATCH_LOADS[self.mm.platform] is not None
 
-    @cached_property
+    @property
     def min_loads(self):
-        """The loads a warp issues a batch (BATCH_LOADS), or None: one
-        chunk a batch and no runs of C, where the platform does not batch
-        or batches would take the register estimate past the limit."""
-        size, limit = BATCH_LOADS[self.mm.platform], self.register_limit()
-        if size is None or limit is None:
-            return size
-        plan = self._plan(size)
-        cruns = self._cruns(plan, size)
-        if self.registers_of(self._live(plan, cruns, False)) > limit:
-            return None
-        return size
+        """The loads a warp issues a batch (BATCH_LOADS), or None where the
+        platform does not batch (one chunk a batch, no runs of C).  Where
+        batches take the register estimate past the limit the candidate is
+        not offered (MatMul.registers_fit): one chunk a batch and C a row
+        at a time would wait for every few loads (4 a chunk at bsz 8 and
+        msplit 2: 29 full waits on 113 loads, clang-19, gfx942)."""
+        return BATCH_LOADS[self.mm.platform]
 
     def geometry(self):
         w = self.params.get('width', 1)

@@ -24,18 +24,8 @@ class Cstream(Family):
         return self.mm.memo('cstream', lambda: plans.cstream_plan(self.A))
 
     def batches(self):
-        """The plan in load batches (the GPU template walks these; one
-        row a batch on CUDA and C).  Batches that C does not ask for (beta
-        0) are kept only where their registers fit the family's limit."""
-        min_loads = self.batch_min_loads(self.plan)
-        batches = plans.load_batches(self.plan, self.mm.beta, min_loads)
-        if min_loads is None or self.mm.beta != 0:
-            return batches
-        limit = self.register_limit()
-        if limit is not None and self.registers_of(
-                plans.batched_live_values(batches)) > limit:
-            return plans.load_batches(self.plan, self.mm.beta, None)
-        return batches
+        """The plan in load batches (Family.cstream_batches)."""
+        return self.cstream_batches(self.plan)
 
     def context(self):
         return {'plan': self.plan, 'batches': self.batches()}

@@ -1,20 +1,18 @@
 """cstream-mblock: the rows of A split into `groups` contiguous groups of
 similar work, one group per block (row_groups blocks per column tile);
-within a group it is cstream, its rows computed in load batches."""
+within a group it is cstream, its rows computed in load batches
+(Family.cstream_batches: batched where C is read or where one row a batch
+would wait too often)."""
 
 from gimmik import plans
 from gimmik.families import (FREE_REGISTER_ESTIMATE, MAX_REGISTERS,
                              Family, Geometry)
 
-def mblock_groups(A, groups, beta=0.0, min_loads=None):
-    """[(first row, [plans.LoadBatch])] for `groups` contiguous row groups
-    of similar work (empty ones dropped)."""
-    out = []
-    for r0, r1 in plans.balanced_row_groups(A, groups):
-        if r1 > r0:
-            out.append((r0, plans.load_batches(
-                plans.cstream_plan(A[r0:r1]), beta, min_loads)))
-    return out
+def mblock_groups(A, groups, batches):
+    """[(first row, batches(cstream plan of the group))] for `groups`
+    contiguous row groups of similar work (empty ones dropped)."""
+    return [(r0, batches(plans.cstream_plan(A[r0:r1])))
+            for r0, r1 in plans.balanced_row_groups(A, groups) if r1 > r0]
 
 
 class CstreamMblock(Family):
@@ -29,8 +27,8 @@ class CstreamMblock(Family):
                         row_groups=self.params['groups'])
 
     def build_plan(self):
-        return mblock_groups(self.A, self.params['groups'], self.mm.beta,
-                             self.batch_min_loads())
+        return mblock_groups(self.A, self.params['groups'],
+                             self.cstream_batches)
 
     def context(self):
         return {'groups': self.plan}

@@ -259,12 +259,45 @@ class MfmaPlan:
         return next(q for q, ch in enumerate(self.chunks) if kt in ch)
 
 
-def code_paths(n):
-    """Copies of its steps an mfma-dense kernel for n columns (None: n at
-    run time) holds: one where n is a multiple of the WAVE columns of a
-    block (every block launched is full), else two, one for full blocks
-    and one for the block holding column n - 1."""
-    return 1 if n is not None and n % WAVE == 0 else 2
+# A kernel with n not baked at a multiple of WAVE keeps a copy of its steps
+# for full blocks (unguarded loads and stores) only where a block issues at
+# least this many global loads (twice the HIP load batch): the two copies
+# join at the tail (split_steps), where the block holding column n - 1 waits
+# once more; below it, one copy with clamped loads and guarded stores serves
+# every block.
+MIN_SPLIT_LOADS = 16
+
+
+def block_loads(plan, beta):
+    """Global load instructions a full block's wavefront issues: its
+    fragments, B (two 16-byte or four 8-byte loads a row of four columns
+    pairs), its staging slots and C's old values (beta != 0)."""
+    per_row = 2 if plan.vec == 2 else 4
+    count = 0
+    for st in plan.steps:
+        if st[0] == 'a':
+            count += len(st[2])
+        elif st[0] == 'b':
+            count += per_row
+        elif st[0] == 's':
+            count += len(plan.stage[st[1]])
+        elif st[0] == 'l' and beta != 0:
+            count += per_row*len(plan.crun[st[1]])
+    return count
+
+
+def code_paths(n, plan, beta):
+    """The copies of its steps an mfma-dense kernel for n columns (None: n
+    at run time) holds, as the kind of block each serves (True: full, its
+    64 columns inside n; False: the block holding column n - 1, or every
+    block): (True,) where n is a multiple of WAVE (every block launched is
+    full), (False,) where a block issues fewer than MIN_SPLIT_LOADS loads,
+    else (True, False)."""
+    if n is not None and n % WAVE == 0:
+        return (True,)
+    if block_loads(plan, beta) < MIN_SPLIT_LOADS:
+        return (False,)
+    return (True, False)
 
 
 def split_steps(steps, beta):
@@ -278,15 +311,16 @@ def split_steps(steps, beta):
 
 def kernel_mfmas(plan, n, beta):
     """v_mfma instructions in an mfma-dense kernel for n columns (None: at
-    run time): the head's once per code path, the tail's once."""
+    run time): with two copies (code_paths) the head's twice, the tail's
+    once."""
     per_kt = {kt: N_TILES*len(ts) for items in plan.work for kt, ts in items}
 
     def count(steps):
         return sum(per_kt[st[1]] for st in steps if st[0] == 'm')
-    if code_paths(n) == 1:
+    if len(code_paths(n, plan, beta)) == 1:
         return count(plan.steps)
     head, tail = split_steps(plan.steps, beta)
-    return code_paths(n)*count(head) + count(tail)
+    return 2*count(head) + count(tail)
 
 
 def wave_groups(m_tiles, msplit):

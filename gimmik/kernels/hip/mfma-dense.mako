@@ -39,8 +39,9 @@
     VB = 'gimmik_v2' if vec == 2 else dtype
     afrag = f'{kname}_afrag'
     rowsof = {kt: ts for items in plan.work for kt, ts in items}
-    # n baked at a multiple of 64: every launched block below n is full
-    allfull = mfma.code_paths(n) == 1
+    # the kinds of block a copy of the steps is made for (True: full)
+    paths = mfma.code_paths(n, plan, beta)
+    allfull = paths == (True,)
     # the last row of C a lane of any wavefront may reach: rows past m are
     # loaded from row m - 1 and not stored
     top = 16*plan.per*(ms - 1) + 3
@@ -379,7 +380,7 @@ ${self.prologue()}\
     // Blocks past n do nothing; a full block has all its 64 columns < n
     if (64*blockIdx.x >= n)
         return;
-% if not allfull:
+% if len(paths) == 2:
     const bool full = 64*blockIdx.x + 64 <= n;
 % endif
     const int lane = threadIdx.x, g = lane >> 4, t = lane & 15;
@@ -424,8 +425,8 @@ ${self.prologue()}\
 % for decl in decls:
     ${decl};
 % endfor
-% if allfull:
-${run_steps(True, plan.steps)}\
+% if len(paths) == 1:
+${run_steps(paths[0], plan.steps)}\
 % else:
     if (full)
     {
