@@ -293,9 +293,10 @@ ${self.sched_fence()}\
 </%def>
 
 ## ('f', r): C's final values of run r (rows past m skipped), computed
-## before any branch that skips a row: its accumulators and old values are
-## kept out of the branch (else the compiler copies whole accumulators
-## into it and draws the loads of the old values into it).
+## before any branch that skips a row or (block at column n - 1) a column:
+## its accumulators and old values are kept out of the branch (else the
+## compiler copies whole accumulators into it and draws the loads of the
+## old values into it, each then waited for alone).
 <%def name="finish(r, full)">\
 % for i, v in plan.crun[r]:
 <%
@@ -304,7 +305,7 @@ ${self.sched_fence()}\
     xs = [f'acc{i}_{nt}[{v}]' if beta == 0 else
           f'acc{i}_{nt}[{v}] + {scale(f"c{i}_{v}[{nt}]")}' for nt in range(4)]
 %>\
-% if guard:
+% if guard or not full:
     const double ${', '.join(f'y{i}_{v}_{nt} = {x}' for nt, x in enumerate(xs))};
 <%
     xs = [f'y{i}_{v}_{nt}' for nt in range(4)]
