@@ -104,11 +104,17 @@ def test_hip_loads_chunks_in_batches(rng):
         for beta in (0.0, -0.5):
             # fences: a batch's loads, a group's case and, with beta != 0,
             # its C values read ahead of the waves' cases (in each copy of
-            # a two-column body)
-            src, _ = HIPMatMul(A, beta=beta, aligne=2).render(cand,
-                                                              np.float64)
-            want = batches + groups + (groups*copies if beta else 0)
+            # a two-column body) unless they join its last batch
+            mm = HIPMatMul(A, beta=beta, aligne=2)
+            joins = mm.kernel(cand, np.float64).c_joins()
+            src, _ = mm.render(cand, np.float64)
+            ahead = sum(not j for j in joins)*copies if beta else 0
+            want = batches + groups + ahead
             assert src.count('__builtin_amdgcn_sched_barrier(0);') == want
+            assert src.count('*ldcl + bcol)') == (
+                sum(max(s1 - s0 for s0, s1 in sub.groups)
+                    for (_, _, sub), j in zip(kern.plan.groups, joins)
+                    if j))
         cuda = CUDAMatMul(A, beta=0.0, aligne=2)
         ccand = Candidate('bstream-mgroup', params,
                           {'compute_capability': (9, 0)})
@@ -117,6 +123,36 @@ def test_hip_loads_chunks_in_batches(rng):
         csrc, _ = cuda.render(ccand, np.float64)
         assert 'sched_barrier' not in csrc
     assert joined
+
+
+def test_c_joins_the_last_batch(rng):
+    """HIP, beta != 0, one column a thread: a group whose last batch's B
+    loads or C loads are fewer than BATCH_LOADS loads C's old values with
+    that batch (the estimate holds both); two columns a thread, beta 0 and
+    CUDA never; exact in the executor."""
+    A = tall_operator(rng)
+    size = BATCH_LOADS['hip']
+    seen = set()
+    for params in MGROUP:
+        cand = Candidate('bstream-mgroup', params, OPTS)
+        for beta in (0.0, 1.0, -0.5):
+            kern = HIPMatMul(A, beta=beta, aligne=2).kernel(cand, np.float64)
+            joins = kern.c_joins()
+            for (_, _, sub), j in zip(kern.plan.groups, joins):
+                ms = len(sub.groups)
+                last = sum(-(-len(sub.chunks[q]) // ms)
+                           for q in sub.batches[-1])
+                cl = max(s1 - s0 for s0, s1 in sub.groups)
+                assert j == (beta != 0 and params.get('width', 1) == 1
+                             and min(last, cl) < size)
+                if j:
+                    assert kern.live_values() >= kern.plan.nacc + last + cl
+                seen.add(j)
+            if any(joins):
+                p, meta = run_one(rng, A, 'bstream-mgroup', params,
+                                  np.float64, beta, False)
+                p.check(meta['variant'])
+    assert seen == {True, False}
 
 
 @pytest.mark.parametrize('dtype,beta,baked', COMBOS,

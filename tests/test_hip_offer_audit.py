@@ -20,6 +20,8 @@ def rep(loads, waits):
     (5, 2, 1, 1, False),
     (96, 24, 4, 1, False),       # 4 row groups of 24 loads and 6 waits
     (96, 12, 4, 1, True),
+    (26, 3, 2, 1, True),         # row groups of 16 and 10 loads: 2 + 1 waits
+    (26, 4, 2, 1, False),
     (24, 4, 1, 4, True),         # 4 waves of 6 loads, one wait each
     (24, 5, 1, 4, False),
     (189, 23, 1, 2, True),       # never stricter than the strict judge

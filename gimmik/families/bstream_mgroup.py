@@ -85,7 +85,7 @@ class BstreamMgroup(Family):
         p = self.params
         return {'plan': self.plan, 'bsz': p['bsz'],
                 'nbuf': p.get('nbuf', 2), 'ntload': p.get('ntload', False),
-                'c_ahead': self.c_ahead}
+                'c_ahead': self.c_ahead, 'c_joins': self.c_joins()}
 
     @property
     def c_ahead(self):
@@ -95,8 +95,34 @@ class BstreamMgroup(Family):
         return (BATCH_LOADS[self.mm.platform] is not None
                 and self.mm.beta != 0)
 
+    def c_joins(self):
+        """[g] -> whether group g's old C values are loaded with its last
+        load batch (one wait for both): C read ahead, one column a thread
+        (its loads clamped to a column inside n need no guard), and the
+        last batch's B loads or the C loads (the most rows a wave has)
+        fewer than a batch (BATCH_LOADS), which would wait alone."""
+        size = BATCH_LOADS[self.mm.platform]
+        if not self.c_ahead or self.params.get('width', 1) != 1:
+            return [False]*len(self.plan.groups)
+        return [bool(sub.chunks) and min(self._last_loads(sub),
+                                         self._c_loads(sub)) < size
+                for _, _, sub in self.plan.groups]
+
+    @staticmethod
+    def _last_loads(sub):
+        ms = len(sub.groups)
+        return sum(-(-len(sub.chunks[q]) // ms) for q in sub.batches[-1])
+
+    @staticmethod
+    def _c_loads(sub):
+        return max(s1 - s0 for s0, s1 in sub.groups)
+
     def live_values(self):
         # one wave's accumulators and its staged share of a chunk, or,
-        # with C read ahead, a C value per accumulator
+        # with C read ahead, a C value per accumulator (joined: with the
+        # last batch's staged values)
         held = max(self.plan.nstage, self.plan.nacc if self.c_ahead else 0)
+        for (_, _, sub), joined in zip(self.plan.groups, self.c_joins()):
+            if joined:
+                held = max(held, self._last_loads(sub) + self._c_loads(sub))
         return self.plan.nacc + held

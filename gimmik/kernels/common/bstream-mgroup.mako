@@ -33,7 +33,7 @@ ${body(y)}\
 ## and LDS writes are the same code in every wave (no branch keeps loads
 ## of other waves' code in flight).  A wave with one row fewer loads the
 ## chunk's first row again into a slot no wave reads.
-<%def name="stage_load(sub, batch)">\
+<%def name="stage_load(g, sub, batch)">\
 <%
     ms = len(sub.groups)
 %>\
@@ -66,6 +66,9 @@ ${body(y)}\
 ${loads(1)}\
 % else:
 ${self.guarded(loads, W, '        ')}\
+% endif
+% if c_joins[g] and batch is sub.batches[-1]:
+${c_loads(g, 1, 'bcol')}\
 % endif
 ${self.sched_fence()}\
 </%def>
@@ -123,14 +126,15 @@ ${self.guarded(rows, W, '            ')}\
 </%def>
 ## c_ahead (beta != 0): the old C values of a wave's rows are loaded by
 ## code the same in every wave (rows selected by the wave index, a wave
-## with fewer rows loading its last row again), fenced, then each wave
-## stores its rows in its case: one wait for them a group, not one a case.
-<%def name="finish_ahead(g, w)">\
+## with fewer rows loading its last row again) at column ccol, fenced,
+## then each wave stores its rows in its case: one wait for them a group,
+## not one a case.  c_joins[g]: loaded with the group's last load batch
+## (one column a thread, at the clamped column bcol), before its fence.
+<%def name="c_loads(g, w, ccol)">\
 <%
     r0, _, sub = plan.groups[g]
     nmax = max(s1 - s0 for s0, s1 in sub.groups)
     vt = self.vt(w)
-    suffix = '' if w == W else self.attr.FIRST
 %>\
 % for t in range(nmax):
 <%
@@ -142,9 +146,18 @@ ${self.guarded(rows, W, '            ')}\
             const int ci${t} = ${sel};
 % endfor
 % for t in range(nmax):
-            const ${vt} cv${t} = ${self.load_c(f'ci{t}', 'col', w)};
+            const ${vt} cv${t} = ${self.load_c(f'ci{t}', ccol, w)};
 % endfor
+</%def>
+<%def name="finish_ahead(g, w)">\
+<%
+    r0, _, sub = plan.groups[g]
+    suffix = '' if w == W else self.attr.FIRST
+%>\
+% if not c_joins[g]:
+${c_loads(g, w, 'col')}\
 ${self.sched_fence()}\
+% endif
 <%def name="stores(y)">\
 <%
     s0, s1 = sub.groups[y]
@@ -189,7 +202,7 @@ ${self.prologue()}\
 ${self.sched_fence()}\
         // Rows ${r0}-${r1 - 1} of C
 % if sub.chunks:
-${stage_load(sub, sub.batches[0])}\
+${stage_load(g, sub, sub.batches[0])}\
 ${stage_store(sub, 0)}\
         __syncthreads();
 % endif
@@ -197,7 +210,7 @@ ${stage_store(sub, 0)}\
 
         // Chunk ${q}: B rows ${', '.join(str(j) for j in sub.chunks[q])}
 % if sub.batch_at(q + 1):
-${stage_load(sub, sub.batch_at(q + 1))}\
+${stage_load(g, sub, sub.batch_at(q + 1))}\
 % endif
 ${per_wave(sub, lambda y: compute(sub, q, y))}\
 % if q + 1 < len(sub.chunks):
