@@ -535,16 +535,16 @@ BATCHED_WAITS = [('p4-pri-m6', 1.0, 'cstream-mblock',
                  ('p4-hex-m6', 1.0, 'cstream', dict(width=1))]
 
 
-def _baked_reports(name, beta, family, params):
+def _baked_reports(name, beta, family, params, baked=True):
     """(src, meta, clang's report, label) of one candidate of operator
-    `name` at PyFR's n, on each of ARCHES."""
+    `name` at PyFR's n (baked False: n at run time), on each of ARCHES."""
     _clang_or_skip()
     from gimmik.base import Candidate
     from gimmik.hip import HIPMatMul
 
     A = _operator(name)
-    mm = HIPMatMul(A, beta=beta, aligne=16, n=PYFR_N, ldb=PYFR_N,
-                   ldc=PYFR_N)
+    sizes = dict(n=PYFR_N, ldb=PYFR_N, ldc=PYFR_N) if baked else {}
+    mm = HIPMatMul(A, beta=beta, aligne=16, **sizes)
     for arch in ARCHES:
         cand = Candidate(family, params, {'gcn_arch': arch,
                                           'warp_size': 64})
@@ -645,6 +645,36 @@ def test_stream_batches_kept(name, beta, family, params):
     from bench.hip_offer_audit import vm0_ok
 
     for _, meta, rep, what in _baked_reports(name, beta, family, params):
+        assert rep['scratch_bytes'] == 0, what
+        loads = sum(rep['global_loads'].values())
+        assert vm0_ok(rep, meta.get('row_groups', 1)), \
+            f'{what}: {rep["vmcnt0"]} vmcnt(0) for {loads} loads'
+
+
+# -- n at run time: loads batched ---------------------------------------------
+# With n at run time clang-19 waited for each batch of one row in turn
+# where it overlaps them with n baked: cstream-mblock in 8 groups of a
+# gather (p3-hex-m0, 4 B rows a row, beta 0) 78 full waits on 368 loads;
+# small mfma-dense kernels kept a copy for full blocks joined to the
+# block at column n - 1's, each waiting once (p1-quad-m3, 7 loads a
+# block; p2-tet-m0, two waves), and sank C's old values into its guarded
+# stores.  Row groups in batches and one guarded copy below 16 loads wait
+# at most once per 8 loads on a block's path.
+RUNTIME_WAITS = [('p3-hex-m0', 0.0, 'cstream-mblock',
+                  dict(width=1, groups=8)),
+                 ('p1-quad-m3', 1.0, 'mfma-dense',
+                  dict(msplit=1, pipe=0, vec=2)),
+                 ('p2-tet-m0', 0.0, 'mfma-dense',
+                  dict(msplit=2, pipe=0, nbuf=1, kchunk=8, vec=2))]
+
+
+@pytest.mark.parametrize('name,beta,family,params', RUNTIME_WAITS,
+                         ids=[f'{n}-{f}' for n, _, f, _ in RUNTIME_WAITS])
+def test_runtime_n_loads_batched(name, beta, family, params):
+    from bench.hip_offer_audit import vm0_ok
+
+    for _, meta, rep, what in _baked_reports(name, beta, family, params,
+                                             baked=False):
         assert rep['scratch_bytes'] == 0, what
         loads = sum(rep['global_loads'].values())
         assert vm0_ok(rep, meta.get('row_groups', 1)), \
