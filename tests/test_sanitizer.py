@@ -56,11 +56,13 @@ CHILD = textwrap.dedent('''
         A = operator(rng, job['m'], job['k'], job['density'])
         dtype = check_dtype(job['dtype'])
         beta, n, baked = job['beta'], job['n'], job['baked']
-        sizes = dict(n=n, ldb=n, ldc=n) if baked else {}
+        ld = job.get('ld', n)
+        sizes = dict(n=n, ldb=ld, ldc=ld) if baked else {}
         if job['platform'] == 'hip':
             from gimmik.hip import HIPMatMul
             from gimmik.emulate import run_hip
-            cands = list(HIPMatMul(A, beta=beta, **sizes).kernels(dtype))
+            cands = list(HIPMatMul(A, beta=beta, aligne=job.get('aligne'),
+                                   **sizes).kernels(dtype))
         else:
             from gimmik.c import CMatMul
             from gimmik.runtime.c import Runtime
@@ -74,10 +76,12 @@ CHILD = textwrap.dedent('''
                 continue
             if job.get('sabotage'):
                 src = sabotage(src, job['platform'])
-            b = rng.standard_normal((A.shape[1], n)).astype(dtype)
-            c0 = rng.standard_normal((A.shape[0], n)).astype(dtype)
+            b = rng.standard_normal((A.shape[1], ld)).astype(dtype)[:, :n]
+            c0 = rng.standard_normal((A.shape[0], ld)).astype(dtype)[:, :n]
             ref = A @ b.astype(float) + beta*c0.astype(float)
-            c = c0.copy() if beta else np.full_like(c0, np.nan)
+            c = np.full((A.shape[0], ld), np.nan, dtype)[:, :n]
+            if beta:
+                c[:] = c0
             if job['platform'] == 'hip':
                 run_hip(src, meta, b, c)
             else:
@@ -99,6 +103,11 @@ HIP_JOBS = [
          n=33, baked=True, seed=2,
          variants=['mfma-dense/msplit4/pipe2', 'mfma-dense/msplit1/pipe0',
                    'cstream-ksplit/ksplit4', 'bstream-msplit/bsz16/msplit4']),
+    # rows one column longer than an odd n (the tightest even stride):
+    # two-column loads of the pair holding column n - 1 stay in the row
+    dict(platform='hip', m=20, k=18, density=0.9, dtype='float64', beta=0.5,
+         n=33, ld=34, aligne=2, baked=False, seed=6,
+         variants=['^mfma-dense/.*vec2']),
     dict(platform='hip', m=9, k=12, density=0.3, dtype='float32', beta=-1.0,
          n=65, baked=False, seed=3,
          variants=['^bstream/', '^cstream/', 'preload_c']),
@@ -152,6 +161,8 @@ def test_hip_kernels_clean_under_asan(tmp_path):
     res = _check_clean(HIP_JOBS, tmp_path)
     assert len(res) >= 12
     assert any(r['variant'].startswith('mfma-dense') for r in res)
+    assert any(r['variant'].startswith('mfma-dense')
+               and r['variant'].endswith('vec2') for r in res)
 
 
 def test_hip_out_of_bounds_is_reported(tmp_path):

@@ -13,7 +13,7 @@ from gimmik.families import Family, Geometry
 # fragments) and on the direct path, with n baked at a multiple of 64 (one
 # copy of the steps; the offered candidates of the suite reach 48 and 80).
 # With n at run time the copy for the block holding column n - 1 (clamped
-# scalar loads) takes up to 91 on either path.
+# loads) took up to 91 on either path.
 AGPR_SLACK = 8
 ARCH_VGPRS = {'lds': 88, 'direct': 48}
 

@@ -27,8 +27,10 @@
 ##
 ## Columns: a block whose 64 columns are all inside n (full) uses plain
 ## loads and stores; the block holding column n - 1 loads every column
-## past n from column n - 1 (MFMA columns are independent, and those
-## results are never stored) and guards its stores.  Every MFMA is executed
+## past n from column n - 1 (two-column loads: the pair holding it; MFMA
+## columns are independent, and those results are never stored) and
+## guards its stores.  Where a block issues few loads, that copy serves
+## every block (mfma.code_paths).  Every MFMA is executed
 ## by all 64 lanes in wave-uniform control flow (the wavefront index goes
 ## through readfirstlane).
 <%
@@ -115,7 +117,22 @@ ${kname}_ld4(const ${dtype}* __restrict__ p)
     return v;
 }
 
-% if not allfull:
+% if not allfull and vec == 2:
+// The same in the block holding column n - 1, p[e]: each pair from
+// p[min(j, e & ~1)], so pairs from n on repeat the pair holding column
+// n - 1 (p is even, and a pair starting before n is inside the row: with
+// n odd the even row stride leaves column n in its padding)
+static __device__ inline gimmik_v4d
+${kname}_ld4r(const ${dtype}* __restrict__ p, int e)
+{
+    const int e2 = e & ~1;
+    const gimmik_v2 lo = *(const gimmik_v2*) (p + (0 < e2 ? 0 : e2));
+    const gimmik_v2 hi = *(const gimmik_v2*) (p + (32 < e2 ? 32 : e2));
+    gimmik_v4d v = {lo[0], lo[1], hi[0], hi[1]};
+    return v;
+}
+
+% elif not allfull:
 // The same in the block holding column n - 1, p[e]: p[min(j, e)], so
 // columns from n on repeat column n - 1
 static __device__ inline gimmik_v4d
@@ -169,12 +186,13 @@ ${kname}_lds4(const double* p)
 }
 
 % if vec == 2 and not allfull:
-// p[0..1] for staging where column n - 1 is p[e]: p[min(j, e)]
+// p[0..1] for staging where column n - 1 is p[e]: the pair at
+// p[min(0, e & ~1)] (as ld4r)
 static __device__ inline gimmik_v2
 ${kname}_ld2r(const ${dtype}* __restrict__ p, int e)
 {
-    gimmik_v2 v = {p[0 < e ? 0 : e], p[1 < e ? 1 : e]};
-    return v;
+    const int e2 = e & ~1;
+    return *(const gimmik_v2*) (p + (0 < e2 ? 0 : e2));
 }
 
 % endif
