@@ -8,7 +8,8 @@
 ## each warp loads a share of.
 ## The chunks are loaded in batches (plan.batches): a batch's global loads
 ## are issued before the FMAs of the chunk ahead of it, into registers its
-## chunks are written to LDS from, one chunk after each chunk's FMAs;
+## chunks are written to LDS from, one chunk after each chunk's FMAs (a
+## first batch's chunk 1 with chunk 0, into the second buffer);
 ## batched (the platform batches loads, BATCH_LOADS): the loads and those
 ## writes are one code for every warp (stage_load_all, store_chunk),
 ## not cases of the switch: the row a warp loads is selected by its
@@ -183,9 +184,20 @@ ${self.prologue()}\
 ${per_wave(preload)}\
 % endif
 
-    // Stage chunk 0 of B${' (and C, the starting value of the accumulators)' if preload_c and batched else ''}
+<%
+    # the first load batch holds chunk 1 too: it goes to the second
+    # buffer with chunk 0, before the first barrier (its loads are not
+    # left pending across the waves' cases, where clang-19 waited for
+    # them in each case); chunk 2 then waits for every wave to be done
+    # with chunk 0, whose buffer it takes
+    early = len(plan.batches[0]) > 1
+%>\
+    // Stage chunk 0${' and chunk 1' if early else ''} of B${' (and C, the starting value of the accumulators)' if preload_c and batched else ''}
 ${load_batch(plan.batches[0])}\
 ${store_chunk(0)}\
+% if early:
+${store_chunk(1)}\
+% endif
     __syncthreads();
 % for q in range(len(plan.chunks)):
 
@@ -194,7 +206,10 @@ ${store_chunk(0)}\
 ${load_batch(plan.batch_at(q + 1))}\
 % endif
 ${per_wave(lambda y: compute(q, y))}\
-% if q + 1 < len(plan.chunks):
+% if q + 1 < len(plan.chunks) and not (early and q == 0):
+% if early and q == 1:
+    __syncthreads();
+% endif
 ${store_chunk(q + 1)}\
     __syncthreads();
 % endif
