@@ -47,6 +47,14 @@ SIMD_VGPRS = 512
 # body, so one wait for loads a kernel too small for a batch (bstream/
 # width2 of p1-tri-m0: 2 full waits on 6 loads, one a copy)
 PADDED_TAIL_FAMILIES = (Bstream, Cstream)
+
+# The families whose one-column f32 kernels are compiled without packed
+# f32 math (kernels/hip/base.mako, no_packed_f32): their waves' cases of
+# scalar FMAs on LDS values gain nothing from pairing rows, and the pairs
+# held registers of loads still in flight, waited for in full (f32
+# bstream-msplit/width1, 8 operator x arch x n cases of the offer audit:
+# 4-7 full waits on 26-50 loads, 1-4 without, VGPRs equal or fewer).
+NO_PACKED_F32_FAMILIES = (BstreamMsplit,)
 # ... where no pair can be ragged (n baked and even) or A uses fewer rows of
 # B than this (two load batches): with more, the per-row test of the ragged
 # pair's stores made clang-19 keep the whole body live (cstream/width2 of
@@ -220,7 +228,10 @@ class HIPMatMul(MatMul):
     def _platform_context(self, kern):
         even_n = self.n is not None and self.n % 2 == 0
         few_rows = len(kern.info.bix) < PADDED_TAIL_MAX_ROWS
-        return {'padded_tail': (isinstance(kern, PADDED_TAIL_FAMILIES)
+        return {'no_packed_f32': (isinstance(kern, NO_PACKED_F32_FAMILIES)
+                                  and kern.itemsize == 4
+                                  and kern.geometry().width == 1),
+                'padded_tail': (isinstance(kern, PADDED_TAIL_FAMILIES)
                                 and kern.geometry().width == 2
                                 and (even_n or few_rows))}
 

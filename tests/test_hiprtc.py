@@ -51,7 +51,8 @@ def _operator(name):
     return suite[name]
 
 
-def compile_all(lib, name, beta, arch):
+def compile_all(lib, name, beta, arch, dtype='float64'):
+    """Compile every candidate; their sources."""
     from gimmik.hip import HIPMatMul
     try:
         hiprtc.check_arch(arch, lib)
@@ -59,13 +60,21 @@ def compile_all(lib, name, beta, arch):
         pytest.skip(str(e))
     A = _operator(name)
     mm = HIPMatMul(A, beta=beta, aligne=4)
-    n = 0
-    for src, meta in mm.kernels('float64', kname='pyfr_mm', gcn_arch=arch):
+    srcs = []
+    for src, meta in mm.kernels(dtype, kname='pyfr_mm', gcn_arch=arch):
         code = hiprtc.compile_hip(src, arch, 'pyfr_mm')
         assert code[:4] == b'\x7fELF', meta['variant']
         assert 'pyfr_mm' in hiprtc.kernel_symbols(code), meta['variant']
-        n += 1
-    assert n > 0
+        srcs.append(src)
+    assert srcs
+    return srcs
+
+
+def test_f32_candidates_compile(lib):
+    """f32, among them kernels compiled without packed f32 math (a target
+    attribute ROCm 5.2's compiler must take)."""
+    srcs = compile_all(lib, 'p2-pyr-m6', 1.0, 'gfx90a', 'float32')
+    assert any('GIMMIK_NO_PACKED_F32 void' in s for s in srcs)
 
 
 @pytest.mark.parametrize('arch', ['gfx90a', 'gfx942'])

@@ -535,7 +535,8 @@ BATCHED_WAITS = [('p4-pri-m6', 1.0, 'cstream-mblock',
                  ('p4-hex-m6', 1.0, 'cstream', dict(width=1))]
 
 
-def _baked_reports(name, beta, family, params, baked=True):
+def _baked_reports(name, beta, family, params, baked=True,
+                   dtype=np.float64):
     """(src, meta, clang's report, label) of one candidate of operator
     `name` at PyFR's n (baked False: n at run time), on each of ARCHES."""
     _clang_or_skip()
@@ -548,7 +549,7 @@ def _baked_reports(name, beta, family, params, baked=True):
     for arch in ARCHES:
         cand = Candidate(family, params, {'gcn_arch': arch,
                                           'warp_size': 64})
-        src, meta = mm.render(cand, np.float64)
+        src, meta = mm.render(cand, dtype)
         yield src, meta, isa.inspect(src, arch), \
             f'{name} {meta["variant"]} {arch}'
 
@@ -678,4 +679,28 @@ def test_runtime_n_loads_batched(name, beta, family, params):
         assert rep['scratch_bytes'] == 0, what
         loads = sum(rep['global_loads'].values())
         assert vm0_ok(rep, meta.get('row_groups', 1)), \
+            f'{what}: {rep["vmcnt0"]} vmcnt(0) for {loads} loads'
+
+
+# -- f32 without packed math: loads batched ------------------------------------
+# clang-19 paired scalar f32 values of different rows of an f32
+# bstream-msplit/width1 into packed FMAs, a pair holding a register whose
+# load was in flight: 5 full waits on 26 loads (p2-pyr-m6, bsz16 msplit4),
+# 7 on 50 (p3-tet-m6, msplit2).  Compiled without packed f32 math: 2 and 4.
+F32_WAITS = [('p2-pyr-m6', 1.0, dict(width=1, msplit=4, bsz=16)),
+             ('p3-tet-m6', 1.0, dict(width=1, msplit=2, bsz=16,
+                                     ntload=True))]
+
+
+@pytest.mark.parametrize('name,beta,params', F32_WAITS,
+                         ids=[f'{n}-ms{p["msplit"]}' for n, _, p in F32_WAITS])
+def test_f32_msplit_loads_batched(name, beta, params):
+    from bench.hip_offer_audit import vm0_ok
+
+    for src, _, rep, what in _baked_reports(name, beta, 'bstream-msplit',
+                                            params, dtype=np.float32):
+        assert 'GIMMIK_NO_PACKED_F32 void' in src, what
+        assert rep['scratch_bytes'] == 0, what
+        loads = sum(rep['global_loads'].values())
+        assert vm0_ok(rep), \
             f'{what}: {rep["vmcnt0"]} vmcnt(0) for {loads} loads'

@@ -11,7 +11,7 @@ ${next.body()}
 
 ## Signature and prologue: defines n, ldbl and ldcl (row strides, 64-bit).
 <%def name="prologue()">\
-extern "C" __global__ void __launch_bounds__(${self.launch_bounds()})
+extern "C" __global__ ${self.kernel_attributes()}void __launch_bounds__(${self.launch_bounds()})
 % if n is not None:
 ${kname}(const ${dtype}* __restrict__ b, ${dtype}* __restrict__ c)
 {
@@ -24,6 +24,10 @@ ${' '*len(kname)} ${dtype}* __restrict__ c, int ldc)
     const long ldbl = ldb, ldcl = ldc;
 % endif
 </%def>
+
+## Attributes of the kernel function before its return type (each with a
+## trailing space); a platform's base may define them, none by default.
+<%def name="kernel_attributes()" buffered="True"></%def>
 
 ## Lines no instruction is moved across (by the compiler's scheduler or by
 ## its hoisting of code common to the cases of a switch); a platform's base

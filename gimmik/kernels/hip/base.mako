@@ -8,7 +8,24 @@ ${next.body()}
 
 <%def name="preamble()">\
 typedef ${dtype} gimmik_v2 __attribute__((vector_size(${2*itemsize})));
+% if no_packed_f32:
+// No packed f32 math in this kernel (where the compiler has it)
+#ifndef GIMMIK_NO_PACKED_F32
+#if defined(__AMDGCN__)
+#define GIMMIK_NO_PACKED_F32 __attribute__((target("no-packed-fp32-ops")))
+#else
+#define GIMMIK_NO_PACKED_F32
+#endif
+#endif
+% endif
 </%def>
+
+## no_packed_f32 (gimmik.hip.NO_PACKED_F32_FAMILIES): clang-19 pairs
+## scalar f32 values of different rows into packed FMAs, a pair holding
+## a register whose load is still in flight waiting for all loads (f32
+## bstream-msplit/width1 of a 33-column operator: 5 full waits on 26
+## loads, 2 without; 120 to 58 VGPRs on another).
+<%def name="kernel_attributes()" buffered="True">${'GIMMIK_NO_PACKED_F32 ' if no_packed_f32 else ''}</%def>
 
 <%def name="launch_bounds()" buffered="True">${nthreads}</%def>
 
