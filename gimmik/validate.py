@@ -105,7 +105,7 @@ def _source_names():
         with open(path) as f:
             text = f.read()
         if path.endswith('.mako'):
-            text = re.sub(r'<%.*?%>', ' ', text, flags=re.S)
+            text = re.sub(r'<%[\s!].*?%>', ' ', text, flags=re.S)
             text = re.sub(r'</?%[^>]*>', ' ', text)
             text = re.sub(r'\$\{[^}]*\}', ' ', text)
             text = '\n'.join(ln for ln in text.splitlines()
