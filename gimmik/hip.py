@@ -53,8 +53,10 @@ PADDED_TAIL_FAMILIES = (Bstream, Cstream)
 # scalar FMAs on LDS values gain nothing from pairing rows, and the pairs
 # held registers of loads still in flight, waited for in full (f32
 # bstream-msplit/width1, 8 operator x arch x n cases of the offer audit:
-# 4-7 full waits on 26-50 loads, 1-4 without, VGPRs equal or fewer).
-NO_PACKED_F32_FAMILIES = (BstreamMsplit,)
+# 4-7 full waits on 26-50 loads, 1-4 without; bstream-mgroup/width1, 18
+# candidates of 6 operators: 25 -> 10 on 363 loads, 15 -> 8 on 220, none
+# more; VGPRs equal or fewer, waves equal).
+NO_PACKED_F32_FAMILIES = (BstreamMsplit, BstreamMgroup)
 # ... where no pair can be ragged (n baked and even) or A uses fewer rows of
 # B than this (two load batches): with more, the per-row test of the ragged
 # pair's stores made clang-19 keep the whole body live (cstream/width2 of

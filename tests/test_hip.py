@@ -325,21 +325,25 @@ def test_load_batches_fenced(rng, beta):
         assert 'sched_barrier' not in csrc
 
 
-def test_no_packed_f32_only_for_f32_one_column_msplit(rng):
+def test_no_packed_f32_only_for_f32_one_column_staged(rng):
     """The kernels compiled without packed f32 math: f32 bstream-msplit
-    with one column a thread (NO_PACKED_F32_FAMILIES), no other; its macro
-    is empty outside the AMDGPU compiler (the executor runs it)."""
+    and bstream-mgroup with one column a thread (NO_PACKED_F32_FAMILIES),
+    no other; its macro is empty outside the AMDGPU compiler (the
+    executor runs it)."""
     A = random_operator(rng, 40, 36, 0.3)
     mm = HIPMatMul(A, beta=1.0, aligne=2)
     opts = {'gcn_arch': 'gfx942', 'warp_size': 64}
+    staged = ('bstream-msplit', 'bstream-mgroup')
     for family, params in (('bstream-msplit', dict(msplit=4, bsz=16,
                                                    width=1)),
                            ('bstream-msplit', dict(msplit=2, bsz=16,
                                                    width=2)),
+                           ('bstream-mgroup', dict(msplit=2, rows=8,
+                                                   bsz=16, width=1)),
                            ('cstream', dict(width=1))):
         for dtype in (np.float32, np.float64):
             src, _ = mm.render(Candidate(family, params, opts), dtype)
-            want = (family == 'bstream-msplit' and params['width'] == 1
+            want = (family in staged and params['width'] == 1
                     and dtype == np.float32)
             assert ('GIMMIK_NO_PACKED_F32 void' in src) == want
             assert ('target("no-packed-fp32-ops")' in src) == want

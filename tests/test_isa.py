@@ -683,24 +683,28 @@ def test_runtime_n_loads_batched(name, beta, family, params):
 
 
 # -- f32 without packed math: loads batched ------------------------------------
-# clang-19 paired scalar f32 values of different rows of an f32
-# bstream-msplit/width1 into packed FMAs, a pair holding a register whose
-# load was in flight: 5 full waits on 26 loads (p2-pyr-m6, bsz16 msplit4),
-# 7 on 50 (p3-tet-m6, msplit2).  Compiled without packed f32 math: 2 and 4.
-F32_WAITS = [('p2-pyr-m6', 1.0, dict(width=1, msplit=4, bsz=16)),
-             ('p3-tet-m6', 1.0, dict(width=1, msplit=2, bsz=16,
-                                     ntload=True))]
+# clang-19 paired scalar f32 values of different rows of the one-column
+# LDS-staged kernels into packed FMAs, a pair holding a register whose load
+# was in flight: bstream-msplit 5 full waits on 26 loads (p2-pyr-m6, bsz16
+# msplit4), 7 on 50 (p3-tet-m6, msplit2); bstream-mgroup 25 on 363
+# (p4-hex-m6, rows16).  Compiled without packed f32 math: 2, 4 and 10.
+F32_WAITS = [('p2-pyr-m6', 1.0, 'bstream-msplit',
+              dict(width=1, msplit=4, bsz=16)),
+             ('p3-tet-m6', 1.0, 'bstream-msplit',
+              dict(width=1, msplit=2, bsz=16, ntload=True)),
+             ('p4-hex-m6', 1.0, 'bstream-mgroup',
+              dict(msplit=2, rows=16, bsz=32, nbuf=1, ntload=True))]
 
 
-@pytest.mark.parametrize('name,beta,params', F32_WAITS,
-                         ids=[f'{n}-ms{p["msplit"]}' for n, _, p in F32_WAITS])
-def test_f32_msplit_loads_batched(name, beta, params):
+@pytest.mark.parametrize('name,beta,family,params', F32_WAITS,
+                         ids=[f'{n}-{f}' for n, _, f, _ in F32_WAITS])
+def test_f32_staged_loads_batched(name, beta, family, params):
     from bench.hip_offer_audit import vm0_ok
 
-    for src, _, rep, what in _baked_reports(name, beta, 'bstream-msplit',
-                                            params, dtype=np.float32):
+    for src, meta, rep, what in _baked_reports(name, beta, family, params,
+                                               dtype=np.float32):
         assert 'GIMMIK_NO_PACKED_F32 void' in src, what
         assert rep['scratch_bytes'] == 0, what
         loads = sum(rep['global_loads'].values())
-        assert vm0_ok(rep), \
+        assert vm0_ok(rep, meta.get('row_groups', 1)), \
             f'{what}: {rep["vmcnt0"]} vmcnt(0) for {loads} loads'

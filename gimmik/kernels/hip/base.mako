@@ -24,7 +24,7 @@ typedef ${dtype} gimmik_v2 __attribute__((vector_size(${2*itemsize})));
 ## scalar f32 values of different rows into packed FMAs, a pair holding
 ## a register whose load is still in flight waiting for all loads (f32
 ## bstream-msplit/width1 of a 33-column operator: 5 full waits on 26
-## loads, 2 without; 120 to 58 VGPRs on another).
+## loads, 2 without; 120 to 58 VGPRs on another; bstream-mgroup likewise).
 <%def name="kernel_attributes()" buffered="True">${'GIMMIK_NO_PACKED_F32 ' if no_packed_f32 else ''}</%def>
 
 <%def name="launch_bounds()" buffered="True">${nthreads}</%def>
