@@ -47,6 +47,12 @@ SIMD_VGPRS = 512
 # body, so one wait for loads a kernel too small for a batch (bstream/
 # width2 of p1-tri-m0: 2 full waits on 6 loads, one a copy)
 PADDED_TAIL_FAMILIES = (Bstream, Cstream)
+# ... where no pair can be ragged (n baked and even) or A uses fewer rows of
+# B than this (two load batches): with more, the per-row test of the ragged
+# pair's stores made clang-19 keep the whole body live (cstream/width2 of
+# p4-tet-m0, 35 rows, n at run time: 256 VGPRs + 256 AGPRs and 412 bytes of
+# scratch), and each copy has batches enough
+PADDED_TAIL_MAX_ROWS = 16
 
 # The families whose one-column f32 kernels are compiled without packed
 # f32 math (kernels/hip/base.mako, no_packed_f32): their waves' cases of
@@ -57,12 +63,6 @@ PADDED_TAIL_FAMILIES = (Bstream, Cstream)
 # candidates of 6 operators: 25 -> 10 on 363 loads, 15 -> 8 on 220, none
 # more; VGPRs equal or fewer, waves equal).
 NO_PACKED_F32_FAMILIES = (BstreamMsplit, BstreamMgroup)
-# ... where no pair can be ragged (n baked and even) or A uses fewer rows of
-# B than this (two load batches): with more, the per-row test of the ragged
-# pair's stores made clang-19 keep the whole body live (cstream/width2 of
-# p4-tet-m0, 35 rows, n at run time: 256 VGPRs + 256 AGPRs and 412 bytes of
-# scratch), and each copy has batches enough
-PADDED_TAIL_MAX_ROWS = 16
 
 # mfma-gemm rows (gimmik.fragments.mfma_tiled): wavefronts mwaves x nwaves,
 # each with wm x wn 16x16 accumulator tiles, stages of 4*kstage columns of
