@@ -163,6 +163,10 @@ CANDIDATES = [
           'w2 bigm stream') for g in (16, 32)],
     Row('ksplit2', CstreamKsplit, dict(ksplit=2), 'stream'),
     Row('ksplit4', CstreamKsplit, dict(ksplit=4), 'stream'),
+    # the k-split in passes of rows (B loaded at first use): per thread a
+    # pass's sums and the B values between their first and last use
+    Row('ksplit2-c24', CstreamKsplit, dict(ksplit=2, chunk=24), 'stream'),
+    Row('ksplit4-c16', CstreamKsplit, dict(ksplit=4, chunk=16), 'stream'),
     # the register-bounded row-group family of the HIP table, two wave64
     # shapes in warps: offered after the rules' rows (the twin of the HIP
     # rows, timed beside the CUDA families)
@@ -400,7 +404,7 @@ def thread_terms(kern):
 def long_kernel(kern):
     """Whether a candidate is of a register-resident unrolled family with
     at least LONG_KERNEL_TERMS terms a thread."""
-    return (kern.name in LONG_FAMILIES
+    return (kern.name in LONG_FAMILIES and 'chunk' not in kern.params
             and thread_terms(kern) >= LONG_KERNEL_TERMS)
 
 

@@ -37,7 +37,7 @@ the generator bakes it (PyFR always passes it), None otherwise:
   (2, 4, then 8 row groups; deepest first when beta != 0);
 - otherwise the plain cstream (one, then two columns a thread) first.
 
-With n baked (the kernel PyFR gets, timed at its panel sizes) four rules
+With n baked (the kernel PyFR gets, timed at its panel sizes) five rules
 change, all of them towards the simpler streaming kernels:
 
 - dense with fewer than FEW_FLOPS = 24 non-zeros per value moved (nnz /
@@ -69,7 +69,22 @@ change, all of them towards the simpler streaming kernels:
   (bench/results/cuda-h100-context*.csv, docs/in-context.md).  Smaller
   panels stay in L2 whatever the loads (the rule lost there); with
   larger ones PyFR itself was slower (hex p3, 84 and 168 MiB: 2.8 % a
-  step, pyfr-e2e-h100-bfirst-ab-*.csv).
+  step, pyfr-e2e-h100-bfirst-ab-*.csv).  Operators of at most
+  B_FIRST_ANY_M = 32 rows keep the rule on larger panels too: at n =
+  550400 (B panels of 67-134 MiB, plain loads beyond
+  gimmik.cuda.PLAIN_B_MIN_VALUES) their picks were the plain cstream and
+  the evict-first bstream came ahead in context by up to 8 %
+  (cuda-h100-context-bfirst-5-550k.csv); no end-to-end case has so few
+  rows at such panels;
+- wide (at least WIDE_CHUNKED = 2 rows of B used a row of C) with more
+  than CHUNKED_MIN_M = 32 rows, outside the B-first bounds and where the
+  tensor cores do not go first: the k-split in passes of rows (2 warps
+  and 24 rows a pass, then 4 and 16) first.  Upstream's k-split (the
+  same passes) was the fastest kernel of such operators, ours of one
+  pass spilled; in passes ours was the fastest of the first 8 in context
+  and in the hot loop (cuda-h100-context-chunked*.csv: p4-hex-m132 at n
+  = 550400 1.034 -> 0.997 of upstream's time, p4-pri-m132 0.940 ->
+  0.887).
 
 HIP (_order_hip): the order of gimmik.cost's estimate for the target
 arch (cost.hip_arch of the candidates' gcn_arch) and n (the baked n,
@@ -161,12 +176,21 @@ KSPLIT2, KSPLIT4 = 'ksplit2', 'ksplit4'
 # these first (one column a thread, C then B streamed)
 BAKED_WIDE_FIRST = ('cstream-w1-nc', 'bstream-w1-cs')
 
+# With n baked: operators using at least WIDE_CHUNKED times as many rows
+# of B as they have rows, and more than CHUNKED_MIN_M rows, offer the
+# k-split in passes of rows first (not where the tensor cores go first)
+WIDE_CHUNKED = 2
+CHUNKED_MIN_M = 32
+KSPLIT_CHUNKED = ('ksplit2-c24', 'ksplit4-c16')
+
 # With n baked: few rows, a B panel (rows of B used times n) of
 # B_FIRST_MIN_VALUES to B_FIRST_MAX_VALUES values (12 to 64 MiB in f64):
 # these rows (B loaded evict-first) first, the plain cstream and the
 # k-split after them
 B_FIRST_MIN_VALUES = 3*2**19
 B_FIRST_MAX_VALUES = 8*2**20
+# ... with no upper bound for operators of at most this many rows
+B_FIRST_ANY_M = 32
 B_FIRST = ('bstream-w1-cs', 'msplit4-w1', 'msplit2-w2', 'msplit4-w2',
            'msplit8-w1-bsz32', 'bstream-w2-cs', 'msplit8-w1',
            'cstream-w2-cs', 'msplit16-w1-bsz32', 'msplit16-w1')
@@ -177,7 +201,7 @@ RULE_ROWS = {
                       + SPARSE_GEMM_NEXT + MSPLIT_ORDER + MSPLIT_SMALL_K
                       + FEW_FLOPS_BIG_M + FEW_FLOPS_SMALL_M + WARPROWS_ORDER
                       + (STREAM_W1, STREAM_W2, KSPLIT2, KSPLIT4)
-                      + BAKED_WIDE_FIRST + B_FIRST),
+                      + BAKED_WIDE_FIRST + B_FIRST + KSPLIT_CHUNKED),
 }
 # ... and the families whose every row a rule places by a key computed
 # from its parameters
@@ -241,13 +265,31 @@ def _prefs(info, cands, beta, n=None):
             sp = FEW_FLOPS_BIG_M if m > BIG_M else FEW_FLOPS_SMALL_M
             return list(sp) + gemm
         return gemm
-    return _prefs_stream(info, cands, beta, n)
+    prefs = _prefs_stream(info, cands, beta, n)
+    if (n is not None and info.m > CHUNKED_MIN_M
+            and len(info.bix) >= WIDE_CHUNKED*info.m
+            and prefs[:1] != list(SPARSE_GEMM_FIRST)
+            and not _b_first(info, n)):
+        # baked n, wide (see the module's rules)
+        return list(KSPLIT_CHUNKED) + prefs
+    return prefs
 
 
 def _few_flops(info):
     """Whether A has fewer than FEW_FLOPS non-zeros per row of B used
     plus row of C written (the multiply-adds per value moved)."""
     return info.nnz / (info.m + len(info.bix)) < FEW_FLOPS
+
+
+def _b_first(info, n):
+    """Whether n is baked and A's B panel is in the B-first bounds
+    (B_FIRST_MIN_VALUES and B_FIRST_MAX_VALUES, the latter only for more
+    than B_FIRST_ANY_M rows)."""
+    if n is None:
+        return False
+    values = len(info.bix)*n
+    return values >= B_FIRST_MIN_VALUES and (
+        values <= B_FIRST_MAX_VALUES or info.m <= B_FIRST_ANY_M)
 
 
 def _prefs_stream(info, cands, beta, n=None):
@@ -276,8 +318,7 @@ def _prefs_stream(info, cands, beta, n=None):
     if beta:     # C read too: the deeper split first
         ms = ms[::-1]
     tall = m >= 2*k and info.density >= MSPLIT_DENSITY
-    if (n is not None and not tall and B_FIRST_MIN_VALUES
-            <= len(info.bix)*n <= B_FIRST_MAX_VALUES):
+    if _b_first(info, n) and not tall:
         # baked n: B loaded evict-first first (see the module's rules)
         return list(B_FIRST) + [STREAM_W1, STREAM_W2, KSPLIT4, KSPLIT2]
     if k > m:    # four k-groups only where each gets a few columns

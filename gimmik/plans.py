@@ -193,24 +193,66 @@ def warprows_plan(A, msplit, bsz):
 class KsplitPlan:
     """cstream-ksplit: wavefront y sums the columns kcols[y] of every row into
     partial sums; row i is finished by wavefront owner[i], which adds the
-    other wavefronts' partials from LDS slot slot[y][i]."""
+    other wavefronts' partials from LDS slot slot[y][i].  The rows go in
+    passes (row ranges [r0, r1)), each summed, exchanged and finished before
+    the next: one pass of every row, or chunks of rows (ksplit_plan)."""
     kcols: list        # [y] -> [j]
     terms: list        # [y][i] -> [(j, value)]
     loads: list        # [y] -> [j] in load order
     owner: list        # [i] -> y
     slot: list         # [y][i] -> LDS slot of y's partial of row i, or None
+    passes: list       # [(r0, r1)]
+
+    def fetch(self, y):
+        """[i] -> the B rows wavefront y first needs at row i (loaded
+        there when B values are loaded on first use)."""
+        seen, out = set(), []
+        for terms in self.terms[y]:
+            new = [j for j, _ in terms if j not in seen]
+            seen.update(new)
+            out.append(new)
+        return out
+
+    def live_b(self, y):
+        """The most B values wavefront y holds at once when each is loaded
+        at its first use and held to its last (rows in order)."""
+        last = {}
+        for i, terms in enumerate(self.terms[y]):
+            for j, _ in terms:
+                last[j] = i
+        live = best = 0
+        for i, new in enumerate(self.fetch(y)):
+            live += len(new)
+            best = max(best, live)
+            live -= sum(1 for j in set(j for j, _ in self.terms[y][i])
+                        if last[j] == i)
+        return best
 
 
-def ksplit_plan(A, ksplit):
+def ksplit_plan(A, ksplit, chunk=None):
+    """The plan of cstream-ksplit; chunk: rows a pass (None: one pass),
+    each pass's rows shared out among the wavefronts to finish.  One pass:
+    the used columns split into ranges of near-equal non-zeros; in chunks
+    dealt out in turn, so that a B value a wavefront loads at its first use
+    is held across fewer rows (a row's columns spread over every
+    wavefront)."""
     m = A.shape[0]
-    kcols = ksplit_ranges(A, ksplit)
-    owner = [y for y, (r0, r1) in enumerate(split_even(m, ksplit))
-             for _ in range(r0, r1)]
+    if chunk is None:
+        kcols = ksplit_ranges(A, ksplit)
+    else:
+        bix = [int(j) for j in np.flatnonzero((A != 0).any(axis=0))]
+        kcols = [bix[y::ksplit] for y in range(ksplit)]
+    passes = [(r0, min(r0 + (chunk or m), m))
+              for r0 in range(0, m, chunk or max(m, 1))]
+    owner = [y for r0, r1 in passes
+             for y, (a, b) in enumerate(split_even(r1 - r0, ksplit))
+             for _ in range(a, b)]
     terms = [[[(j, A[i, j]) for j in cols if A[i, j] != 0]
               for i in range(m)] for cols in kcols]
     slot = [[None if owner[i] == y else (y if y < owner[i] else y - 1)
              for i in range(m)] for y in range(ksplit)]
-    return KsplitPlan(kcols, terms, [list(c) for c in kcols], owner, slot)
+    return KsplitPlan(kcols, terms, [list(c) for c in kcols], owner, slot,
+                      passes)
 
 
 def cstream_live_b(plan):

@@ -113,10 +113,11 @@ def test_plans_reproduce_product(rng, msplit, bsz):
         staged = sorted(r for ld in ms.loads[q] for r in ld)
         assert staged == list(range(len(ch)))
 
-    ks = plans.ksplit_plan(A, msplit)
-    terms = [(i, j, v) for y in range(msplit) for i in range(13)
-             for j, v in ks.terms[y][i]]
-    assert np.allclose(evaluate(terms, 13, B), ref)
+    for chunk in (None, 4):
+        ks = plans.ksplit_plan(A, msplit, chunk)
+        terms = [(i, j, v) for y in range(msplit) for i in range(13)
+                 for j, v in ks.terms[y][i]]
+        assert np.allclose(evaluate(terms, 13, B), ref)
 
     rows = msplit + 2          # 3, 4, 6: 13 rows never divide evenly
     rb = plans.rowblock_plan(A, rows)
@@ -135,6 +136,47 @@ def test_plans_reproduce_product(rng, msplit, bsz):
     for g in range(len(rb.ptr) - 1):
         cols = rb.cols[rb.ptr[g]:rb.ptr[g + 1]]
         assert cols == sorted(set(cols))
+
+
+@pytest.mark.parametrize('ksplit,chunk', [(2, None), (2, 5), (4, 3), (3, 4)])
+def test_ksplit_plan_passes_owners_and_fetches(rng, ksplit, chunk):
+    """Passes of chunk rows cover the rows in order; each pass's rows are
+    shared out evenly and contiguously among the warps; a warp's slot for
+    a row it does not own is its index among the others; each column a
+    warp sums is fetched once, at the first row that uses it, and live_b
+    is the most columns held between first and last use."""
+    A = np.where(rng.random((23, 31)) < 0.3, rng.standard_normal((23, 31)),
+                 0)
+    A[:, 4] = 0
+    ks = plans.ksplit_plan(A, ksplit, chunk)
+    assert [r for r0, r1 in ks.passes for r in range(r0, r1)] == \
+        list(range(23))
+    assert all(r1 - r0 == (chunk or 23) for r0, r1 in ks.passes[:-1])
+    for r0, r1 in ks.passes:
+        own = ks.owner[r0:r1]
+        assert own == sorted(own)
+        counts = [own.count(y) for y in range(ksplit)]
+        assert max(counts) - min(counts) <= 1
+    for y in range(ksplit):
+        for i in range(23):
+            o = ks.owner[i]
+            assert ks.slot[y][i] == (None if o == y else
+                                     [g for g in range(ksplit)
+                                      if g != o].index(y))
+    used = [{j for t in ks.terms[y] for j, _ in t} for y in range(ksplit)]
+    assert set().union(*used) == set(np.flatnonzero(A.any(axis=0)))
+    for y in range(ksplit):
+        fetch = ks.fetch(y)
+        assert sorted(j for f in fetch for j in f) == sorted(used[y])
+        first = {}
+        for i, t in enumerate(ks.terms[y]):
+            for j, _ in t:
+                first.setdefault(j, i)
+        assert all(first[j] == i for i, f in enumerate(fetch) for j in f)
+        last = {j: i for i, t in enumerate(ks.terms[y]) for j, _ in t}
+        held = max((sum(first[j] <= i <= last[j] for j in first)
+                    for i in range(23)), default=0)
+        assert ks.live_b(y) == held
 
 
 def test_balanced_row_groups_nonempty_and_contiguous(rng):

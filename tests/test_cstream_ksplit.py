@@ -3,17 +3,22 @@ values read in runs before its stores run exactly in the CPU executor
 (ragged n, padded strides, beta 0, 1 and -0.5, f32 and f64, n baked and
 not, 2 and 4 waves, C preloaded or not); the runs cover the rows that
 read C; a perturbed bake is caught; the CUDA rendering reads C a row at a
-time."""
+time.  The k-split in passes of rows (chunk, CUDA): run exactly in the
+CUDA emulation, each warp loading each of its B rows once, where it first
+needs it; offered only where loads are not batched and passes are more
+than one; its register estimate holds what a pass keeps."""
 
 import itertools
 import re
+import shutil
 
 import numpy as np
 import pytest
 
-from conftest import HIP_OPTS, random_operator, run_hip_candidate
+from conftest import HIP_OPTS, Panels, random_operator, run_hip_candidate
 from gimmik import CUDAMatMul, HIPMatMul
 from gimmik.base import Candidate
+from gimmik.emulate import run_cuda
 from gimmik.families import BATCH_LOADS
 
 OPTS = HIP_OPTS
@@ -136,3 +141,122 @@ def test_wrong_bake_is_caught(rng):
     p, _ = run_one(rng, A, ROWS[0], np.float64, 1.0, True, mutate=mutate)
     with pytest.raises(AssertionError, match='relative error'):
         p.check('mutated')
+
+
+# -- the k-split in passes of rows (CUDA) ------------------------------------
+CUDA_OPTS = {'compute_capability': (9, 0)}
+GXX = shutil.which('g++')
+CHUNKED = [dict(ksplit=2, chunk=5), dict(ksplit=4, chunk=3),
+           dict(ksplit=2, chunk=24)]
+
+
+def run_cuda_chunked(rng, A, params, dtype, beta, baked, n=45, pad=(3, 5),
+                     mutate=None):
+    lb, lc = n + pad[0], n + pad[1]
+    mm = CUDAMatMul(A, beta=beta, **(dict(n=n, ldb=lb, ldc=lc)
+                                     if baked else {}))
+    cand = Candidate('cstream-ksplit', params, CUDA_OPTS)
+    if mutate:
+        mutate(mm.kernel(cand, dtype).plan)
+    src, meta = mm.render(cand, dtype)
+    p = Panels(rng, A, beta, dtype, n, lb, lc)
+    run_cuda(src, meta, p.b, p.c)
+    return p, meta
+
+
+@pytest.mark.skipif(GXX is None, reason='g++ is not installed')
+@pytest.mark.parametrize('dtype,beta,baked', COMBOS,
+                         ids=lambda x: getattr(x, '__name__', str(x)))
+def test_chunked_emulated(rng, dtype, beta, baked):
+    """Ragged n (45 of a 32-column block), padded strides, a zero row and
+    an unused row of B, passes with a short last one, 2 and 4 warps."""
+    A = owned_operator(rng)
+    for params in CHUNKED:
+        p, meta = run_cuda_chunked(rng, A, params, dtype, beta, baked)
+        assert len(CUDAMatMul(A).kernel(
+            Candidate('cstream-ksplit', params, CUDA_OPTS),
+            dtype).plan.passes) > 1
+        p.check(f'{meta["variant"]} {np.dtype(dtype).name} beta={beta} '
+                f'baked={baked}')
+
+
+@pytest.mark.skipif(GXX is None, reason='g++ is not installed')
+def test_chunked_wrong_bake_is_caught(rng):
+    A = owned_operator(rng)
+
+    def mutate(plan):
+        i = next(i for i in range(A.shape[0]) if plan.terms[1][i])
+        j, v = plan.terms[1][i][0]
+        plan.terms[1][i][0] = (j, v + 1.0)
+
+    p, _ = run_cuda_chunked(rng, A, CHUNKED[0], np.float64, 0.0, True,
+                            mutate=mutate)
+    with pytest.raises(AssertionError, match='relative error'):
+        p.check('mutated')
+
+
+def test_chunked_loads_each_b_row_once_at_first_use(rng):
+    A = owned_operator(rng)
+    for params in CHUNKED[:2]:
+        mm = CUDAMatMul(A)
+        cand = Candidate('cstream-ksplit', params, CUDA_OPTS)
+        plan = mm.kernel(cand, np.float64).plan
+        src, _ = mm.render(cand, np.float64)
+        ks = params['ksplit']
+        # each used B row is loaded once in the kernel, into its warp's slot
+        loads = re.findall(r'ld(\d+) = __ldg\(\(b \+ (\d+)\*ldbl', src)
+        assert sorted(int(j) for _, j in loads) == sorted(
+            j for cols in plan.kcols for j in cols)
+        for y in range(ks):
+            fetch = plan.fetch(y)
+            # the row that first uses j is the row j is fetched at
+            for j in plan.loads[y]:
+                first = min(i for i in range(A.shape[0])
+                            if any(jj == j for jj, _ in plan.terms[y][i]))
+                assert j in fetch[first]
+        # two buffers, one barrier a pass
+        passes = plan.passes
+        assert src.count('__syncthreads()') == len(passes)
+        assert f'red[2][{ks - 1}][{params["chunk"]}][32]' in src
+
+
+def test_chunked_only_where_loads_are_not_batched(rng):
+    A = owned_operator(rng)
+    for mm in (HIPMatMul(A), CUDAMatMul(A)):
+        kept = mm.kernel(Candidate('cstream-ksplit', dict(ksplit=2), {
+            'hip': HIP_OPTS, 'cuda': CUDA_OPTS}[mm.platform]), np.float64)
+        assert type(kept).adapt(mm, dict(ksplit=2, chunk=5)) == (
+            None if mm.platform == 'hip' else dict(ksplit=2, chunk=5))
+    # one pass: not a row of its own
+    mm = CUDAMatMul(A)
+    assert type(mm.kernel(Candidate('cstream-ksplit', dict(ksplit=2),
+                                    CUDA_OPTS), np.float64)).adapt(
+        mm, dict(ksplit=2, chunk=A.shape[0])) is None
+    with pytest.raises(ValueError, match='unbatched'):
+        HIPMatMul(A).kernel(Candidate('cstream-ksplit',
+                                      dict(ksplit=2, chunk=5), HIP_OPTS),
+                            np.float64).plan
+    hip = [c.params for c in HIPMatMul(A).candidates(np.float64, **HIP_OPTS)
+           if c.family == 'cstream-ksplit']
+    assert hip and not any('chunk' in p for p in hip)
+
+
+def test_chunked_estimate_holds_a_pass(rng):
+    """The estimate: a pass's owned sums plus the B values a warp holds
+    between first and last use; on a banded wide operator (each row of B
+    used by nearby rows) far below the one-pass k-split's, on a random one
+    not."""
+    i, j = np.indices((125, 375))
+    A = np.where(np.abs(j - 3*i) < 8, rng.standard_normal((125, 375)), 0.0)
+    mm = CUDAMatMul(A)
+    one = mm.kernel(Candidate('cstream-ksplit', dict(ksplit=2), CUDA_OPTS),
+                    np.float64)
+    fam = mm.kernel(Candidate('cstream-ksplit', dict(ksplit=2, chunk=24),
+                              CUDA_OPTS), np.float64)
+    plan = fam.plan
+    assert fam.live_values() == 12 + max(plan.live_b(y) for y in range(2))
+    assert fam.live_values() < one.live_values() // 4
+    A = random_operator(rng, 125, 375, 0.04)
+    fam = CUDAMatMul(A).kernel(Candidate(
+        'cstream-ksplit', dict(ksplit=2, chunk=24), CUDA_OPTS), np.float64)
+    assert fam.live_values() > 150

@@ -410,6 +410,45 @@ def test_long_candidates_compile_without_spills_sm80(rng):
     _check_long_cases(rng, ('sm_80',))
 
 
+def _chunked_cases(rng):
+    """Wide operators shaped like the flux-to-solution operators of
+    hexahedra (a sum of three tensor products of a 5 x 15 one with
+    identities: each row of B used by rows 1, 5 and 25 apart), n baked as
+    PyFR bakes it and at run time: the k-split in passes of rows is
+    offered, its estimate near CHUNKED_MAX_REGISTERS."""
+    eye = np.eye(5)
+
+    def hexlike(density):
+        d = [rng.standard_normal((5, 15))*(rng.random((5, 15)) < density)
+             for _ in range(3)]
+        return (np.kron(eye, np.kron(eye, d[0]))
+                + np.kron(eye, np.kron(d[1], eye))
+                + np.kron(d[2], np.kron(eye, eye)))
+
+    baked = {'aligne': 4, 'n': 110080, 'ldb': 110080, 'ldc': 110080}
+    return [('hexlike-baked', hexlike(0.3), 0.0, baked),
+            ('hexlike-beta1', hexlike(0.3), 1.0, {'aligne': 2}),
+            ('hexlike-denser', hexlike(0.4), 0.0, baked)]
+
+
+@pytest.mark.skipif(NVCC is None, reason='nvcc is not installed')
+def test_chunked_ksplit_compiles_without_spills(rng):
+    """Every offered k-split in passes of rows builds for sm_80 and sm_90
+    without spills (its estimate up to CHUNKED_MAX_REGISTERS)."""
+    jobs = []
+    dt = check_dtype('float64')
+    for label, A, beta, sizes in _chunked_cases(rng):
+        mm = CUDAMatMul(A, beta=beta, **sizes)
+        for arch in ARCHS:
+            cc = (int(arch[3]), int(arch[4]))
+            cands = [c for c in mm._candidates(dt, cc)
+                     if c.params.get('chunk')]
+            assert cands, label
+            srcs, names = _sources(mm, dt, cands)
+            jobs.append((label, arch, srcs, names))
+    _assert_no_spills(jobs)
+
+
 def _gemm90_cases(rng):
     """Operators whose sm_90 candidates include every mma-gemm code path:
     the Hopper shapes, ragged m and k, beta 0 / 1 / other, baked n, zero

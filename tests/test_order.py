@@ -12,7 +12,8 @@ from gimmik.analysis import analyse
 from gimmik.base import Candidate
 from gimmik.cuda import PLAIN_B_MIN_VALUES, CUDAMatMul
 from gimmik import cost, hip
-from gimmik.order import _mblock_groups, order_candidates
+from gimmik.order import (B_FIRST_ANY_M, B_FIRST_MAX_VALUES, CHUNKED_MIN_M,
+                          WIDE_CHUNKED, _mblock_groups, order_candidates)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, 'tests', 'fixtures')
@@ -185,17 +186,14 @@ def test_baked_n_sparse_wide_plain_streams_first():
     _, out = ordered(A, n=PYFR_N)
     assert [c.variant for c in out[:2]] == [
         'cstream/ldnc/width1', 'bstream/ldcs/width1']
-    # a B panel beyond PLAIN_B_MIN_VALUES as well: bstream loads B plainly
-    A = rng_sparse(20, 60, 0.2)
+    # a B panel beyond PLAIN_B_MIN_VALUES as well (and more than
+    # B_FIRST_ANY_M rows): bstream loads B plainly
+    A = rng_sparse(40, 60, 0.2)
     assert len(analyse(A).bix)*550400 > PLAIN_B_MIN_VALUES
     _, out = ordered(A, n=550400)
     assert [c.variant for c in out[:3]] == [
         'cstream/ldnc/width1', 'bstream/ldplain/width1',
         'cstream-ksplit/ksplit4']
-    # dense wide keeps the k-split first (a B panel beyond the B-first
-    # sizes)
-    _, out = ordered(rng_sparse(15, 30, 0.96), n=10**6)
-    assert out[0].family == 'cstream-ksplit'
 
 
 @pytest.mark.parametrize('shape, n', [((20, 60), PYFR_N),
@@ -216,6 +214,46 @@ def test_baked_n_b_evict_first_streams_first(shape, n):
     assert 'cstream/ldnc/width1' in rest
     _, out = ordered(A)
     assert 'cstream/ldnc/width1' in [c.variant for c in out[:8]]
+
+
+def test_baked_n_few_rows_b_first_however_big_the_panel():
+    # at most B_FIRST_ANY_M rows: B loaded evict-first (plainly beyond
+    # PLAIN_B_MIN_VALUES) first above B_FIRST_MAX_VALUES too
+    for shape, density in (((20, 60), 0.2), ((15, 30), 0.96),
+                           ((B_FIRST_ANY_M, 3*B_FIRST_ANY_M), 0.2)):
+        A = rng_sparse(*shape, density)
+        values = len(analyse(A).bix)*550400
+        assert values > B_FIRST_MAX_VALUES
+        _, out = ordered(A, n=550400)
+        ld = 'ldplain' if values > PLAIN_B_MIN_VALUES else 'ldcs'
+        assert out[0].variant == f'bstream/{ld}/width1'
+        assert all(f'/{ld}' in c.variant for c in out[:8]), out[:8]
+    # one more row: the plain streams first
+    A = rng_sparse(B_FIRST_ANY_M + 1, 60, 0.2)
+    _, out = ordered(A, n=550400)
+    assert out[0].variant == 'cstream/ldnc/width1'
+
+
+def test_baked_n_wide_offers_the_chunked_ksplit_first():
+    # more than CHUNKED_MIN_M rows, at least WIDE_CHUNKED times as many
+    # rows of B: the k-split in passes first with n baked (beyond the
+    # B-first bounds), where the table has it
+    A = rng_sparse(48, 48*WIDE_CHUNKED, 0.1)
+    _, out = ordered(A, n=550400)
+    assert [c.variant for c in out[:2]] == [
+        'cstream-ksplit/chunk24/ksplit2', 'cstream-ksplit/chunk16/ksplit4']
+    # n at run time, too narrow, too few rows, a B panel in the B-first
+    # bounds: not first
+    for B, n in ((A, None), (rng_sparse(48, 48*WIDE_CHUNKED - 1, 0.1), 550400),
+                 (rng_sparse(CHUNKED_MIN_M, 3*CHUNKED_MIN_M, 0.1), 550400),
+                 (A, B_FIRST_MAX_VALUES // (48*WIDE_CHUNKED) // 16*16)):
+        _, out = ordered(B, n=n)
+        assert out[0].params.get('chunk') is None
+    # where the tensor cores go first (prism-like), after them
+    A = rng_sparse(126, 378, 0.125)
+    _, out = ordered(A, n=550400)
+    if out[0].family == 'mma-gemm':
+        assert out[1].params.get('chunk') is None
 
 
 def walk_over_all(name):

@@ -9,7 +9,14 @@ cases sum them, and C's old values, read in the finish, in runs of that
 many of an owner's rows (cruns), each loaded by one code for every warp
 and waited for once; where C's loads or B's are fewer than a batch, C's
 are loaded with B's (c_joins).  On HIP a wave then waits for all its
-loads once a batch or run, not once a case or a row."""
+loads once a batch or run, not once a case or a row.
+
+Where loads are not batched (CUDA), a row may name `chunk`: the rows go
+in passes of that many (plan.passes), each summed, exchanged through one
+of two shared buffers and finished before the next, and a warp loads each
+B value where it first needs it.  A thread then holds a pass's owned sums
+and the B values between their first and last use, not every owned sum
+and every B value: the k-split of operators whose one pass spills."""
 
 from functools import cached_property
 
@@ -17,16 +24,38 @@ from gimmik import plans
 from gimmik.families import BATCH_LOADS, Family, Geometry
 
 
+# The register limit of the k-split in passes (CUDA): its estimate (a
+# pass's sums, the B values between first and last use) was 0.5-0.85 of
+# what ptxas (sm_90) used, 255 at most, never spilling, on the PyFR suite's
+# wide operators (estimates 74-214)
+CHUNKED_MAX_REGISTERS = {'cuda': 216}
+
+
 class CstreamKsplit(Family):
     name = 'cstream-ksplit'
 
+    @classmethod
+    def adapt(cls, mm, params):
+        # passes of chunk rows: only where loads are not batched, and only
+        # where they are more than one
+        chunk = params.get('chunk')
+        if chunk is not None and (BATCH_LOADS[mm.platform] is not None
+                                  or chunk >= mm.info.m):
+            return None
+        return params
+
     def geometry(self):
         ks = self.params['ksplit']
+        chunk = self.params.get('chunk')
+        rows = self.info.m if chunk is None else 2*min(chunk, self.info.m)
         return Geometry((self.warp, ks, 1),
-                        (ks - 1)*self.info.m*self.warp*self.itemsize, 1)
+                        (ks - 1)*rows*self.warp*self.itemsize, 1)
 
     def build_plan(self):
-        return plans.ksplit_plan(self.A, self.params['ksplit'])
+        chunk = self.params.get('chunk')
+        if chunk is not None and self.batched:
+            raise ValueError('cstream-ksplit: chunk needs unbatched loads')
+        return plans.ksplit_plan(self.A, self.params['ksplit'], chunk)
 
     @property
     def batched(self):
@@ -103,9 +132,27 @@ class CstreamKsplit(Family):
         return [[[rows[o] for o in run if o in reads[y]] for run in cruns]
                 for y, rows in enumerate(self.owned())]
 
+    def register_limit(self):
+        if self.params.get('chunk') is not None:
+            return CHUNKED_MAX_REGISTERS.get(self.mm.platform,
+                                             super().register_limit())
+        return super().register_limit()
+
+    def pass_owned(self):
+        """[p][y] -> the rows of pass p warp y owns."""
+        plan = self.plan
+        return [[[i for i in range(r0, r1) if plan.owner[i] == y]
+                 for y in range(self.params['ksplit'])]
+                for r0, r1 in plan.passes]
+
     def context(self):
         batched = self.batched
+        chunked = self.params.get('chunk') is not None
         return {'plan': self.plan,
+                'chunked': chunked,
+                'fetch': [self.plan.fetch(y) for y in
+                          range(self.params['ksplit'])] if chunked else None,
+                'pass_owned': self.pass_owned() if chunked else None,
                 'preload_c': self.params.get('preload_c', False),
                 'batched': batched,
                 'cruns': self.cruns(),
@@ -119,6 +166,10 @@ class CstreamKsplit(Family):
         # the finish, a run of C's old values with them; joined: all of
         # C's old values with the B values)
         plan = self.plan
+        if self.params.get('chunk') is not None:
+            return (max(map(len, sum(self.pass_owned(), [])))
+                    + max(plan.live_b(y)
+                          for y in range(self.params['ksplit'])))
         nown = max(plan.owner.count(y) for y in range(self.params['ksplit']))
         nb = max(len(ld) for ld in plan.loads)
         cruns = self._cruns()

@@ -11,6 +11,10 @@
 ## (ld<s>), preloaded C and C's old values are loaded by one code for every
 ## warp, the row selected by the warp's wave-uniform index (stage_rows,
 ## c_positions), and waited for once before the warps' cases use them.
+## chunked (loads not batched): the rows in passes (plan.passes), each
+## summed, exchanged through shared buffer p % 2 and finished before the
+## next; a warp's B values (ld<s>, s its position in plan.loads[y]) are
+## loaded where the warp first needs them (fetch).
 ## cruns (where C's old values are read in the finish): runs of owned-row
 ## positions whose old values are loaded together before their stores;
 ## c_joins: one run, loaded with B's values.
@@ -115,8 +119,66 @@ ${c_load_all(cruns[0], 'cin')}\
         ${self.wait_loads()};
     }
 </%def>
+## Pass p of a chunked kernel: warp y's B values loaded at their first
+## use, its partial sums of the pass's rows (red buffer p % 2 for rows
+## others own) ...
+<%def name="pass_partials(p, y)">\
+<%
+    r0, r1 = plan.passes[p]
+    bslot = {j: s for s, j in enumerate(plan.loads[y])}
+%>\
+% for i in range(r0, r1):
+% for j in fetch[y][i]:
+            ld${bslot[j]} = ${self.load_b(j, 'col', 1)};
+% endfor
+<%
+    expr = ' + '.join(f'{lit(v)}*ld{bslot[j]}' for j, v in plan.terms[y][i])
+%>\
+% if not expr:
+% elif plan.slot[y][i] is not None:
+            red[${p % 2}][${plan.slot[y][i]}][${i - r0}][threadIdx.x] = ${expr};
+% else:
+            own${pass_owned[p][y].index(i)} = ${expr};
+% endif
+% endfor
+</%def>
+## ... and the rows of the pass it owns finished.
+<%def name="pass_finish(p, y)">\
+<%
+    r0 = plan.passes[p][0]
+%>\
+% for o, i in enumerate(pass_owned[p][y]):
+<%
+    parts = ([f'own{o}'] if plan.terms[y][i] else []) + \
+            [f'red[{p % 2}][{plan.slot[g][i]}][{i - r0}][threadIdx.x]' for g in givers[i]]
+%>\
+    ${self.finish(i, 'col', 1, ' + '.join(parts) or None)}\
+% endfor
+</%def>
 ${self.prologue()}\
     const int col = blockIdx.x*blockDim.x + threadIdx.x;
+% if chunked:
+<%
+    nchunk = max(r1 - r0 for r0, r1 in plan.passes)
+    npown = max(len(rows) for per_y in pass_owned for rows in per_y)
+    nld = max(len(ld) for ld in plan.loads)
+%>\
+    __shared__ ${dtype} red[2][${ks - 1}][${nchunk}][${block[0]}];
+    ${dtype} ${', '.join(f'own{o}' for o in range(npown))};
+% if nld:
+    ${dtype} ${', '.join(f'ld{s}' for s in range(nld))};
+% endif
+% for p, (r0, r1) in enumerate(plan.passes):
+
+    // Rows ${r0} to ${r1 - 1}: partial sums over this warp's columns of A
+${per_wave(lambda y: pass_partials(p, y))}\
+    __syncthreads();
+
+    // Owners add the other warps' partials and store
+${per_wave(lambda y: pass_finish(p, y))}\
+% endfor
+}
+% else:
     __shared__ ${dtype} red[${ks - 1}][${m}][${block[0]}];
     ${dtype} ${', '.join(f'own{o}' for o in range(nown))};
 % if batched:
@@ -150,3 +212,4 @@ ${per_wave(lambda y: finish_run(run, y))}\
 ${per_wave(finish_rows)}\
 % endif
 }
+% endif
