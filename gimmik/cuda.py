@@ -403,7 +403,8 @@ def thread_terms(kern):
 
 def long_kernel(kern):
     """Whether a candidate is of a register-resident unrolled family with
-    at least LONG_KERNEL_TERMS terms a thread."""
+    at least LONG_KERNEL_TERMS terms a thread (not the k-split in passes
+    of rows, whose estimate follows its loads at first use)."""
     return (kern.name in LONG_FAMILIES and 'chunk' not in kern.params
             and thread_terms(kern) >= LONG_KERNEL_TERMS)
 

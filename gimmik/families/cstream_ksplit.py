@@ -25,7 +25,7 @@ from gimmik.families import BATCH_LOADS, Family, Geometry
 
 
 # The register limit of the k-split in passes (CUDA): its estimate (a
-# pass's sums, the B values between first and last use) was 0.5-0.85 of
+# pass's sums, the B values between first and last use) was 0.5-0.86 of
 # what ptxas (sm_90) used, 255 at most, never spilling, on the PyFR suite's
 # wide operators (estimates 74-214)
 CHUNKED_MAX_REGISTERS = {'cuda': 216}
@@ -133,10 +133,10 @@ class CstreamKsplit(Family):
                 for y, rows in enumerate(self.owned())]
 
     def register_limit(self):
-        if self.params.get('chunk') is not None:
-            return CHUNKED_MAX_REGISTERS.get(self.mm.platform,
-                                             super().register_limit())
-        return super().register_limit()
+        limit = super().register_limit()
+        if self.params.get('chunk') is None:
+            return limit
+        return CHUNKED_MAX_REGISTERS.get(self.mm.platform, limit)
 
     def pass_owned(self):
         """[p][y] -> the rows of pass p warp y owns."""
