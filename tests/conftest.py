@@ -11,6 +11,8 @@ from gimmik.verify import Panels, rel_error  # noqa: F401 (shared helpers)
 
 # The HIP target the executor tests render for
 HIP_OPTS = {'gcn_arch': 'gfx942', 'warp_size': 64}
+# ... and the CUDA one
+CUDA_OPTS = {'compute_capability': (9, 0)}
 
 # Relative error allowed against the float64 NumPy reference
 RTOL = {np.float64: 1e-13, np.float32: 1e-5}
@@ -154,25 +156,35 @@ def confirmed_verdicts(monkeypatch):
                         raising=False)
 
 
-def run_hip_candidate(rng, A, family, params, dtype, beta, baked, n=301,
-                      pad=(3, 5), aligne=None, mutate=None):
-    """One HIP candidate (family, params) run in the CPU executor on fresh
-    panels with poisoned output: n columns, strides n + pad (rounded up
-    to aligne), n and strides baked or passed at run time; mutate(plan)
-    perturbs the plan before it is rendered.  Returns (panels, meta)."""
-    from gimmik import HIPMatMul
+def run_candidate(rng, platform, A, family, params, dtype, beta, baked,
+                  n=301, pad=(3, 5), aligne=None, mutate=None):
+    """One candidate (family, params) of platform 'hip' or 'cuda' run in
+    its CPU executor on fresh panels with poisoned output: n columns,
+    strides n + pad (rounded up to aligne), n and strides baked or passed
+    at run time; mutate(plan) perturbs the plan before it is rendered.
+    Returns (panels, meta)."""
+    from gimmik import CUDAMatMul, HIPMatMul
     from gimmik.base import Candidate
-    from gimmik.emulate import run_hip
+    from gimmik.emulate import run_cuda, run_hip
 
+    mm_cls, opts, run = {
+        'hip': (HIPMatMul, HIP_OPTS, run_hip),
+        'cuda': (CUDAMatMul, CUDA_OPTS, run_cuda)}[platform]
     lb, lc = n + pad[0], n + pad[1]
     if aligne:
         lb, lc = (-(-x // aligne)*aligne for x in (lb, lc))
     kw = dict(n=n, ldb=lb, ldc=lc) if baked else {}
-    mm = HIPMatMul(A, beta=beta, aligne=aligne, **kw)
-    cand = Candidate(family, params, HIP_OPTS)
+    mm = mm_cls(A, beta=beta, aligne=aligne, **kw)
+    cand = Candidate(family, params, opts)
     if mutate:
         mutate(mm.kernel(cand, dtype).plan)
     src, meta = mm.render(cand, dtype)
     p = Panels(rng, A, beta, dtype, n, lb, lc)
-    run_hip(src, meta, p.b, p.c)
+    run(src, meta, p.b, p.c)
     return p, meta
+
+
+def run_hip_candidate(rng, A, family, params, dtype, beta, baked, **kw):
+    """run_candidate on HIP."""
+    return run_candidate(rng, 'hip', A, family, params, dtype, beta, baked,
+                         **kw)

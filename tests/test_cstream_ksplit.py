@@ -15,10 +15,10 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import HIP_OPTS, Panels, random_operator, run_hip_candidate
+from conftest import (CUDA_OPTS, HIP_OPTS, random_operator, run_candidate,
+                      run_hip_candidate)
 from gimmik import CUDAMatMul, HIPMatMul
 from gimmik.base import Candidate
-from gimmik.emulate import run_cuda
 from gimmik.families import BATCH_LOADS
 
 OPTS = HIP_OPTS
@@ -144,24 +144,14 @@ def test_wrong_bake_is_caught(rng):
 
 
 # -- the k-split in passes of rows (CUDA) ------------------------------------
-CUDA_OPTS = {'compute_capability': (9, 0)}
 GXX = shutil.which('g++')
 CHUNKED = [dict(ksplit=2, chunk=5), dict(ksplit=4, chunk=3),
            dict(ksplit=2, chunk=24)]
 
 
-def run_cuda_chunked(rng, A, params, dtype, beta, baked, n=45, pad=(3, 5),
-                     mutate=None):
-    lb, lc = n + pad[0], n + pad[1]
-    mm = CUDAMatMul(A, beta=beta, **(dict(n=n, ldb=lb, ldc=lc)
-                                     if baked else {}))
-    cand = Candidate('cstream-ksplit', params, CUDA_OPTS)
-    if mutate:
-        mutate(mm.kernel(cand, dtype).plan)
-    src, meta = mm.render(cand, dtype)
-    p = Panels(rng, A, beta, dtype, n, lb, lc)
-    run_cuda(src, meta, p.b, p.c)
-    return p, meta
+def run_cuda_chunked(rng, A, params, dtype, beta, baked, **kw):
+    return run_candidate(rng, 'cuda', A, 'cstream-ksplit', params, dtype,
+                         beta, baked, n=45, **kw)
 
 
 @pytest.mark.skipif(GXX is None, reason='g++ is not installed')
