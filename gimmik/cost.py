@@ -448,10 +448,12 @@ def _work_mgroup(kern):
 
 
 def _work_ksplit(kern):
-    # partial sums of (ksplit - 1) groups through shared memory
+    # partial sums of (ksplit - 1) groups through shared memory, two
+    # waits a pass of rows (the loads, the barrier)
     ks, size = kern.params['ksplit'], kern.itemsize
+    passes = len(kern.plan.passes) if kern.params.get('chunk') else 1
     w = _stream_work(kern, len(kern.info.bix),
-                     lds=2*(ks - 1)*kern.info.m*size, waits=2)
+                     lds=2*(ks - 1)*kern.info.m*size, waits=2*passes)
     return replace(w, inflight=len(kern.info.bix) / ks*size)
 
 
