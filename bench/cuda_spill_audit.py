@@ -110,14 +110,18 @@ def load_ops(patterns, thin, max_nnz, suites=None, min_nnz=0):
     return ops
 
 
-def candidates(A, beta, sizes, cc):
-    """[(rank, variant, family, estimate, minblocks, source)] offered."""
+def candidates(A, beta, sizes, cc, families=None):
+    """[(rank, variant, family, estimate, minblocks, source)] offered (of
+    the named families only, where families is given: the others are not
+    rendered)."""
     from gimmik.cuda import CUDAMatMul
     from gimmik.validate import check_dtype
     mm = CUDAMatMul(A, beta=beta, **sizes)
     dt = check_dtype('float64')
     out = []
     for rank, cand in enumerate(mm._candidates(dt, cc)):
+        if families is not None and cand.family not in families:
+            continue
         kern = mm.kernel(cand, dt)
         ctx = mm._platform_context(kern)
         src, meta = mm.render(cand, dt, KNAME)
@@ -265,7 +269,7 @@ def main(argv=None):
         for sz in args.sizes.split(','):
             for arch in args.archs.split(','):
                 for rank, var, fam, est, mb, src in candidates(
-                        A, beta, SIZES[sz], ARCH_CC[arch]):
+                        A, beta, SIZES[sz], ARCH_CC[arch], fams):
                     if (fams and fam not in fams
                             or (est or 0) < args.min_est
                             or recheck is not None
