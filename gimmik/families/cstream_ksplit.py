@@ -29,6 +29,11 @@ from gimmik.families import BATCH_LOADS, Family, Geometry
 # what ptxas (sm_90) used, 255 at most, never spilling, on the PyFR suite's
 # wide operators (estimates 74-214)
 CHUNKED_MAX_REGISTERS = {'cuda': 216}
+# ... and it is offered on operators sparser than this: on denser ones
+# (long rows of terms) ptxas used 255 registers and spilled where the
+# estimate was 192 (p7-tet-m3 thinned to 8192 and 16384 non-zeros,
+# densities 0.47 and 0.95); it was measured on densities 0.03-0.17
+CHUNKED_MAX_DENSITY = 0.25
 
 
 class CstreamKsplit(Family):
@@ -36,11 +41,12 @@ class CstreamKsplit(Family):
 
     @classmethod
     def adapt(cls, mm, params):
-        # passes of chunk rows: only where loads are not batched, and only
-        # where they are more than one
+        # passes of chunk rows: only where loads are not batched, where
+        # they are more than one and on sparse operators
         chunk = params.get('chunk')
         if chunk is not None and (BATCH_LOADS[mm.platform] is not None
-                                  or chunk >= mm.info.m):
+                                  or chunk >= mm.info.m
+                                  or mm.info.density >= CHUNKED_MAX_DENSITY):
             return None
         return params
 
