@@ -20,6 +20,7 @@ from conftest import (CUDA_OPTS, HIP_OPTS, random_operator, run_candidate,
 from gimmik import CUDAMatMul, HIPMatMul
 from gimmik.base import Candidate
 from gimmik.families import BATCH_LOADS
+from gimmik.families.cstream_ksplit import CHUNKED_MAX_DENSITY, CstreamKsplit
 
 OPTS = HIP_OPTS
 ROWS = [dict(ksplit=2), dict(ksplit=4), dict(ksplit=2, preload_c=True)]
@@ -217,6 +218,11 @@ def test_chunked_only_where_loads_are_not_batched(rng):
             'hip': HIP_OPTS, 'cuda': CUDA_OPTS}[mm.platform]), np.float64)
         assert type(kept).adapt(mm, dict(ksplit=2, chunk=5)) == (
             None if mm.platform == 'hip' else dict(ksplit=2, chunk=5))
+    # dense: not offered (long rows spilled)
+    dense = random_operator(rng, 40, 90, 0.5)
+    assert CUDAMatMul(dense).info.density >= CHUNKED_MAX_DENSITY
+    assert CstreamKsplit.adapt(CUDAMatMul(dense),
+                               dict(ksplit=2, chunk=5)) is None
     # one pass: not a row of its own
     mm = CUDAMatMul(A)
     assert type(mm.kernel(Candidate('cstream-ksplit', dict(ksplit=2),
