@@ -79,7 +79,8 @@ change, all of them towards the simpler streaming kernels:
 - wide (at least WIDE_CHUNKED = 2 rows of B used a row of C) with more
   than CHUNKED_MIN_M = 32 rows, outside the B-first bounds and where the
   tensor cores do not go first: the k-split in passes of rows (2 warps
-  and 24 rows a pass, then 4 and 16) first.  Upstream's k-split (the
+  and 24 rows a pass, then 4 and 16; offered on operators sparser than
+  cstream_ksplit.CHUNKED_MAX_DENSITY) first.  Upstream's k-split (the
   same passes) was the fastest kernel of such operators, ours of one
   pass spilled; in passes ours was the fastest of the first 8 in context
   and in the hot loop (cuda-h100-context-chunked*.csv: p4-hex-m132 at n
