@@ -109,6 +109,7 @@ from gimmik import cost
 from gimmik.analysis import DENSE_DENSITY, sparse_gemm_worth_it
 from gimmik.families.bstream_msplit import BstreamMsplit
 from gimmik.families.bstream_warprows import BstreamWarpRows
+from gimmik.families.cstream_ksplit import CHUNKED_MIN_WIDTH
 from gimmik.families.cstream_mblock import CstreamMblock
 from gimmik.families.mma_gemm import MmaGemm
 
@@ -178,9 +179,10 @@ KSPLIT2, KSPLIT4 = 'ksplit2', 'ksplit4'
 BAKED_WIDE_FIRST = ('cstream-w1-nc', 'bstream-w1-cs')
 
 # With n baked: operators using at least WIDE_CHUNKED times as many rows
-# of B as they have rows, and more than CHUNKED_MIN_M rows, offer the
-# k-split in passes of rows first (not where the tensor cores go first)
-WIDE_CHUNKED = 2
+# of B as they have rows (where the table offers the k-split in passes of
+# rows at all), and more than CHUNKED_MIN_M rows, offer it first (not where
+# the tensor cores go first)
+WIDE_CHUNKED = CHUNKED_MIN_WIDTH
 CHUNKED_MIN_M = 32
 KSPLIT_CHUNKED = ('ksplit2-c24', 'ksplit4-c16')
 

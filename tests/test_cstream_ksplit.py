@@ -212,7 +212,7 @@ def test_chunked_loads_each_b_row_once_at_first_use(rng):
 
 
 def test_chunked_only_where_loads_are_not_batched(rng):
-    A = owned_operator(rng)
+    A = random_operator(rng, 27, 60, 0.15)       # wide and sparse
     for mm in (HIPMatMul(A), CUDAMatMul(A)):
         kept = mm.kernel(Candidate('cstream-ksplit', dict(ksplit=2), {
             'hip': HIP_OPTS, 'cuda': CUDA_OPTS}[mm.platform]), np.float64)
@@ -222,6 +222,9 @@ def test_chunked_only_where_loads_are_not_batched(rng):
     dense = random_operator(rng, 40, 90, 0.5)
     assert CUDAMatMul(dense).info.density >= CHUNKED_MAX_DENSITY
     assert CstreamKsplit.adapt(CUDAMatMul(dense),
+                               dict(ksplit=2, chunk=5)) is None
+    # square: not offered
+    assert CstreamKsplit.adapt(CUDAMatMul(owned_operator(rng)),
                                dict(ksplit=2, chunk=5)) is None
     # one pass: not a row of its own
     mm = CUDAMatMul(A)

@@ -27,14 +27,16 @@ GPU = ('hip', 'cuda')
 
 def operators():
     """Operators of the shapes the tables' rows are written for: small
-    and sparse, dense, and dense with m and k beyond mfma-gemm's
-    threshold."""
+    and sparse, dense, dense with m and k beyond mfma-gemm's threshold,
+    and wide and sparse (the k-split in passes of rows)."""
     rng = np.random.default_rng(7)
     sparse = rng.standard_normal((20, 15))*(rng.random((20, 15)) < 0.4)
     sparse[0, 0] = 1.0
+    wide = rng.standard_normal((40, 100))*(rng.random((40, 100)) < 0.1)
+    wide[0, 0] = 1.0
     return [sparse, rng.standard_normal((48, 40)),
             rng.standard_normal((100, 120)),
-            rng.standard_normal((160, 200))]
+            rng.standard_normal((160, 200)), wide]
 
 
 def bind(platform, row, dtype=np.float64):

@@ -34,6 +34,11 @@ CHUNKED_MAX_REGISTERS = {'cuda': 216}
 # estimate was 192 (p7-tet-m3 thinned to 8192 and 16384 non-zeros,
 # densities 0.47 and 0.95); it was measured on densities 0.03-0.17
 CHUNKED_MAX_DENSITY = 0.25
+# ... and on wide operators only: at least this many rows of B used a row
+# of C (on square ones it was no faster than cstream-mblock, and ptxas
+# spilled it on pyramid and prism operators of beta 1 at estimates
+# 126-210)
+CHUNKED_MIN_WIDTH = 2
 
 
 class CstreamKsplit(Family):
@@ -42,11 +47,12 @@ class CstreamKsplit(Family):
     @classmethod
     def adapt(cls, mm, params):
         # passes of chunk rows: only where loads are not batched, where
-        # they are more than one and on sparse operators
-        chunk = params.get('chunk')
+        # they are more than one and on wide sparse operators
+        chunk, info = params.get('chunk'), mm.info
         if chunk is not None and (BATCH_LOADS[mm.platform] is not None
-                                  or chunk >= mm.info.m
-                                  or mm.info.density >= CHUNKED_MAX_DENSITY):
+                                  or chunk >= info.m
+                                  or info.density >= CHUNKED_MAX_DENSITY
+                                  or len(info.bix) < CHUNKED_MIN_WIDTH*info.m):
             return None
         return params
 
