@@ -4,6 +4,7 @@ Everything a template needs to know about A is computed here, so that the
 Mako templates only walk lists and never decide anything about the matrix.
 """
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +20,14 @@ DENSE_DENSITY = 0.5        # mfma/mma dense families: fraction of non-zeros
 # skips A's zero slabs (sparse_gemm_worth_it)
 SPARSE_GEMM_MIN_NNZ = 4096
 SPARSE_GEMM_MIN_DENSITY = 0.04
+# and from this many non-zeros where slab_order leaves at most
+# SPARSE_GEMM_MAX_LIVE of the SPARSE_GEMM_SLAB slabs of the GEMM's sparse
+# tile (BM x BK) holding a non-zero (H100, n = 110080: 2520 non-zeros,
+# 0.65 of the slabs, 0.95x the streaming families' time in context;
+# bench/results/cuda-h100-context-reorder-exp.csv)
+SPARSE_GEMM_REORDERED_MIN_NNZ = 2048
+SPARSE_GEMM_MAX_LIVE = 0.75
+SPARSE_GEMM_SLAB = (64, 8)
 MAX_UNROLLED_NNZ = 250_000  # beyond this the unrolled kernels become absurd
 MAX_DIM = 10_000            # m or k beyond this is rejected as absurd
 # m*k beyond this is rejected: A is held densely (the analysis, the vendor
@@ -41,13 +50,29 @@ class OperatorInfo:
     # all, over the B rows used: how often a row-blocked kernel reads each
     # used value of B (1 where the groups use disjoint rows of B)
     group_reads: float
+    # the fraction of A's SPARSE_GEMM_SLAB slabs holding a non-zero in
+    # slab_order's order (in A's own where it finds none better); computed
+    # only where sparse_gemm_worth_it needs it, else None
+    slab_live: float = None
 
 
 def sparse_gemm_worth_it(info):
     """Whether an operator below DENSE_DENSITY has the non-zeros and
-    density for a tensor-core GEMM skipping A's zero slabs."""
+    density for a tensor-core GEMM skipping A's zero slabs: at least
+    SPARSE_GEMM_MIN_NNZ, or SPARSE_GEMM_REORDERED_MIN_NNZ where reordered
+    it leaves few live slabs."""
+    if info.density < SPARSE_GEMM_MIN_DENSITY:
+        return False
     return (info.nnz >= SPARSE_GEMM_MIN_NNZ
-            and info.density >= SPARSE_GEMM_MIN_DENSITY)
+            or (info.nnz >= SPARSE_GEMM_REORDERED_MIN_NNZ
+                and info.slab_live <= SPARSE_GEMM_MAX_LIVE))
+
+
+def _slab_live(S):
+    """OperatorInfo.slab_live of the pattern S."""
+    order = slab_order(S, *SPARSE_GEMM_SLAB)
+    live = live_slabs(S, *SPARSE_GEMM_SLAB)
+    return (order.live if order else int(live.sum())) / live.size
 
 
 def analyse(A):
@@ -72,6 +97,10 @@ def analyse(A):
         group_reads=(sum(int(nzmask[r0:r1].any(axis=0).sum())
                          for r0, r1 in balanced_row_groups(A, GROUP_READS))
                      / max(1, len(bix))),
+        slab_live=(_slab_live(nzmask)
+                   if (SPARSE_GEMM_REORDERED_MIN_NNZ <= nnz
+                       < SPARSE_GEMM_MIN_NNZ
+                       and nnz >= SPARSE_GEMM_MIN_DENSITY*m*k) else None),
     )
 
 
@@ -129,3 +158,104 @@ def ksplit_ranges(A, parts):
     groups.append(cur)
     groups += [[] for _ in range(parts - len(groups))]
     return groups
+
+
+# slab_order's rounds: sorts by barycentre, then by the slabs' pattern
+SLAB_ORDER_BARY_ROUNDS = 30
+SLAB_ORDER_PATTERN_ROUNDS = 20
+
+
+def live_slabs(S, block_m, block_k):
+    """(m-blocks, k-blocks) mask of the block_m x block_k slabs of the
+    boolean pattern S (zero-padded) that hold a non-zero."""
+    m, k = S.shape
+    nmb, nkb = -(-m // block_m), -(-k // block_k)
+    P = np.zeros((nmb*block_m, nkb*block_k), dtype=bool)
+    P[:m, :k] = S
+    return P.reshape(nmb, block_m, nkb, block_k).any(axis=(1, 3))
+
+
+@dataclass(frozen=True)
+class SlabOrder:
+    """An order of A's rows and of its used columns for a GEMM that skips
+    A's zero block_m x block_k slabs: kernel row i is A's row rows[i],
+    kernel column j A's column cols[j] (A's all-zero columns left out);
+    live, its slabs holding a non-zero, against natural in A's order."""
+    rows: tuple
+    cols: tuple
+    live: int
+    natural: int
+
+
+def _barycentres(T, axis):
+    # mean position of the non-zeros of each row (axis 1) or column
+    # (axis 0) of T; 0 where there are none
+    pos = np.arange(T.shape[axis])
+    w = T.sum(axis=axis)
+    s = (T*(pos if axis == 1 else pos[:, None])).sum(axis=axis)
+    return s / np.maximum(w, 1)
+
+
+def _by_slab_pattern(T, block_m, block_k):
+    """Column order grouping the columns that the same m-blocks use (by
+    the first m-block using them, then their whole pattern), and row order
+    by the first and last k-block each row uses, both stable."""
+    m, k = T.shape
+    nmb = -(-m // block_m)
+    P = np.zeros((nmb*block_m, k), dtype=bool)
+    P[:m] = T
+    blk = P.reshape(nmb, block_m, k).any(axis=1)
+    first = np.where(blk.any(axis=0), blk.argmax(axis=0), nmb)
+    cols = np.lexsort((np.arange(k),) + tuple(~blk[::-1]) + (first,))
+    T = T[:, cols]
+    kb = np.arange(k) // block_k
+    anyr = T.any(axis=1)
+    lo = np.where(anyr, kb[T.argmax(axis=1)], 0)
+    hi = np.where(anyr, kb[k - 1 - T[:, ::-1].argmax(axis=1)], 0)
+    rows = np.lexsort((np.arange(m), hi, lo))
+    return rows, cols
+
+
+def slab_order(A, block_m, block_k):
+    """A SlabOrder of A's rows and used columns with few live block_m x
+    block_k slabs, or None where none has fewer than A's own order.
+
+    Alternating sorts of the rows and the columns by the barycentre of
+    their non-zeros gather a kron-like pattern (prisms: a triangle's
+    points times a line's) into blocks; sorts by the slabs each column and
+    row uses then tighten them.  Deterministic; the best order seen is
+    kept (and remembered for the pattern: the families ask again)."""
+    S = np.asarray(A) != 0
+    return _slab_order(S.shape, np.packbits(S).tobytes(), block_m, block_k)
+
+
+@functools.lru_cache(maxsize=64)
+def _slab_order(shape, packed, block_m, block_k):
+    m, k = shape
+    S = np.unpackbits(np.frombuffer(packed, dtype=np.uint8),
+                      count=m*k).reshape(m, k).astype(bool)
+    natural = int(live_slabs(S, block_m, block_k).sum())
+    used = np.flatnonzero(S.any(axis=0))
+    S = S[:, used]
+    r, c = np.arange(m), np.arange(len(used))
+
+    def count(r, c):
+        return int(live_slabs(S[r][:, c], block_m, block_k).sum())
+
+    best = (count(r, c), r, c)
+    for _ in range(SLAB_ORDER_BARY_ROUNDS):
+        r = r[np.argsort(_barycentres(S[r][:, c], 1), kind='stable')]
+        c = c[np.argsort(_barycentres(S[r][:, c], 0), kind='stable')]
+        best = min(best, (count(r, c), r, c), key=lambda x: x[0])
+    r, c = best[1:]
+    for _ in range(SLAB_ORDER_PATTERN_ROUNDS):
+        rr, cc = _by_slab_pattern(S[r][:, c], block_m, block_k)
+        c = c[cc]
+        best = min(best, (count(r, c), r, c), key=lambda x: x[0])
+        r = r[rr]
+        best = min(best, (count(r, c), r, c), key=lambda x: x[0])
+    live, r, c = best
+    if live >= natural:
+        return None
+    return SlabOrder(tuple(int(i) for i in r), tuple(int(used[j]) for j in c),
+                     live, natural)

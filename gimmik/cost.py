@@ -483,15 +483,9 @@ def _gemm_work(kern, m_blocks, live_rows, block_m, block_k, stage_bytes,
 
 
 def _work_mma_gemm(kern):
-    from gimmik.fragments import mma
     p = kern.params
-    tiling = {k: p[k] for k in ('shape', 'mwarps', 'nwarps', 'wm', 'wn',
-                                'kstage', 'nbuf')}
-    _, nmb, nst, BM, BN, BK = kern.tiling()
-    if p.get('skip'):
-        live = mma.gemm_live_stages(kern.A, **tiling).sum(axis=1)
-    else:
-        live = np.full(nmb, nst)
+    _, nmb, _, BM, BN, BK = kern.tiling()
+    live = kern.plan.cnt
     live_rows = np.minimum(live*BK, kern.info.k)
     stage = (p['nbuf'] - 1)*BK*(BM + BN)*kern.itemsize
     return _gemm_work(kern, nmb, live_rows, BM, BK, stage,

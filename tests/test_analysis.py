@@ -1,9 +1,11 @@
 import numpy as np
 import pytest
 
-from gimmik.analysis import (SPARSE_GEMM_MIN_DENSITY, SPARSE_GEMM_MIN_NNZ,
+from gimmik.analysis import (SPARSE_GEMM_MAX_LIVE, SPARSE_GEMM_MIN_DENSITY,
+                             SPARSE_GEMM_MIN_NNZ,
                              OperatorInfo, analyse, chunks, ksplit_ranges,
-                             sparse_gemm_worth_it, split_even)
+                             live_slabs, slab_order, sparse_gemm_worth_it,
+                             split_even)
 from gimmik import plans
 
 
@@ -256,3 +258,58 @@ def test_sparse_gemm_worth_it_needs_both_non_zeros_and_density():
     wide.reshape(-1)[:SPARSE_GEMM_MIN_NNZ] = 1.0
     assert analyse(wide).density < SPARSE_GEMM_MIN_DENSITY
     assert not sparse_gemm_worth_it(analyse(wide))
+
+
+def _blocks(rng, nb, bm, bk):
+    """nb dense blocks of bm x bk on the diagonal, rows and columns
+    shuffled, and a zero column."""
+    A = np.zeros((nb*bm, nb*bk + 1))
+    for b in range(nb):
+        A[b*bm:(b + 1)*bm, b*bk:(b + 1)*bk] = rng.standard_normal((bm, bk))
+    return A[rng.permutation(nb*bm)][:, rng.permutation(nb*bk + 1)]
+
+
+def test_live_slabs_against_brute_force(rng):
+    S = rng.random((37, 21)) < 0.05
+    got = live_slabs(S, 8, 4)
+    assert got.shape == (5, 6)
+    for i in range(5):
+        for j in range(6):
+            assert got[i, j] == S[8*i:8*i + 8, 4*j:4*j + 4].any()
+
+
+def test_slab_order_gathers_shuffled_blocks(rng):
+    """Shuffled diagonal blocks: the order is a permutation of every row
+    and of the used columns, A in it has as few live slabs as the blocks
+    allow (one m-block's 16 rows of 2 blocks x 8 columns: 2 k-slabs),
+    and it is deterministic."""
+    A = _blocks(rng, 8, 8, 8)
+    order = slab_order(A, 16, 8)
+    assert sorted(order.rows) == list(range(64))
+    used = np.flatnonzero((A != 0).any(axis=0))
+    assert sorted(order.cols) == list(used)
+    R = A[list(order.rows)][:, list(order.cols)]
+    assert order.live == live_slabs(R != 0, 16, 8).sum()
+    assert order.natural == live_slabs(A != 0, 16, 8).sum()
+    assert order.live == 8 < order.natural
+    assert slab_order(A, 16, 8) == order
+
+
+def test_slab_order_none_where_a_is_already_in_blocks(rng):
+    A = np.kron(np.eye(4), rng.standard_normal((16, 8)))
+    assert slab_order(A, 16, 8) is None
+
+
+def test_sparse_gemm_worth_it_for_fewer_non_zeros_where_reordered(rng):
+    """Between the two non-zero bounds the GEMM is worth it where A's rows
+    and columns reorder into few live slabs, not where they stay
+    scattered."""
+    blocks = _blocks(rng, 8, 40, 9)               # 2880 non-zeros
+    info = analyse(blocks)
+    assert info.nnz < SPARSE_GEMM_MIN_NNZ
+    assert info.slab_live <= 0.5 and sparse_gemm_worth_it(info)
+    scattered = np.where(rng.random(blocks.shape) < info.density, 1.0, 0.0)
+    info = analyse(scattered)
+    assert info.slab_live > SPARSE_GEMM_MAX_LIVE
+    assert not sparse_gemm_worth_it(info)
+    assert analyse(np.eye(8)).slab_live is None

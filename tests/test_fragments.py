@@ -381,6 +381,29 @@ GEMM_GEOMS = [dict(mwarps=1, nwarps=1, wm=1, wn=2, kstage=1, nbuf=2),
               dict(mwarps=3, nwarps=2, wm=1, wn=8, kstage=2, nbuf=2)]
 
 
+@pytest.mark.parametrize('shape', ['m16n8k4t', 'm16n8k8'])
+def test_gemm_reordered_plan_reproduces_product(rng, shape):
+    """reorder: the plan runs A with its rows and used columns in
+    gemm_order's order, fewer live stages than A's own, and the product
+    (rows scattered back) is A @ B."""
+    A = np.zeros((96, 50))
+    for b in range(6):
+        A[16*b:16*(b + 1), 8*b:8*(b + 1)] = rng.standard_normal((16, 8))
+    A = A[rng.permutation(96)][:, rng.permutation(50)]
+    geom = dict(mwarps=2, nwarps=2, wm=2, wn=2, kstage=1, nbuf=3)
+    plain = gemm_plan(A, shape, skip=True, **geom)
+    plan = gemm_plan(A, shape, skip=True, reorder=True, **geom)
+    assert sorted(plan.rows) == list(range(96)) and len(plan.cols) == 48
+    assert plan.cnt.sum() < plain.cnt.sum()
+    B = rng.standard_normal((50, plan.BN + 5))
+    ref = A @ B
+    err = np.abs(gemm_reference(plan, A, B) - ref).max() / np.abs(ref).max()
+    assert err <= 1e-13
+    # an order keeping more than GEMM_REORDER_MAX_LIVE: A's own
+    assert gemm_plan(np.ones((96, 50)), shape, reorder=True,
+                     **geom).rows is None
+
+
 @pytest.mark.parametrize('shape', sorted(GEMM_SHAPES))
 @pytest.mark.parametrize('geom', GEMM_GEOMS)
 @pytest.mark.parametrize('mk', [(37, 45), (70, 24), (9, 130)])

@@ -1,7 +1,9 @@
 """mma-gemm (CUDA, f64): a GEMM with 2-D block tiling on the FP64 tensor
 cores (m8n8k4, Hopper's m16n8k4/k8/k16); A's slices (a baked table, see
 gimmik.fragments.mma) and B's tiles staged through shared memory with
-cp.async; zero slabs of A skipped.
+cp.async; zero slabs of A skipped.  With ``reorder`` A runs with its rows
+and used columns in gimmik.fragments.mma.gemm_order's order (fewer live
+slabs): B's rows are gathered and C's rows scattered through tables.
 
 Table parameter ``blocks`` (optional, see Family.launch_blocks): the
 blocks per SM the launch bound asks ptxas to fit, where the platform's
@@ -34,9 +36,11 @@ class MmaGemm(Family):
     @classmethod
     def adapt(cls, mm, params):
         """Without the options that change nothing for this operator: cpre
-        where beta is 0, skip where no m-block has a zero slab (the kernel
-        is then the one without them); None for a row naming blocks where
-        A's rows fill one m-block and k > ONE_BLOCK_MAX_K."""
+        where beta is 0, reorder where gemm_order finds no order with fewer
+        live slabs, skip where no m-block has a zero slab in the kernel's
+        order (the kernel is then the one without them); None for a row
+        naming blocks where A's rows fill one m-block and k >
+        ONE_BLOCK_MAX_K."""
         p = dict(params)
         if p.get('blocks'):
             wm, nmb = mma.gemm_geometry(mm.info.m, mm.info.k,
@@ -45,8 +49,15 @@ class MmaGemm(Family):
                 return None
         if p.get('cpre') and mm.beta == 0:
             del p['cpre']
-        if p.get('skip') and mma.gemm_live_stages(
-                mm.A, **{k: p[k] for k in _TILING}).all():
+        tiling = {k: p[k] for k in _TILING}
+        A = mm.A
+        if p.get('reorder'):
+            order = mma.gemm_order(A, **tiling)
+            if order is None:
+                del p['reorder']
+            else:
+                A = mma.gemm_reordered(A, order)
+        if p.get('skip') and mma.gemm_live_stages(A, **tiling).all():
             del p['skip']
         return p
 

@@ -7,9 +7,11 @@ Plain Python over a float64 A; the CUDA families (gimmik/families/) build
 their plans here and the templates only walk them.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+
+from gimmik.analysis import slab_order
 
 WARP = 32              # lanes of a CUDA warp
 
@@ -163,6 +165,10 @@ class GemmPlan:
     kidx: np.ndarray
     table: np.ndarray
     late_issue: bool = False
+    # reorder: the plan's row i is A's row rows[i] and its k index j
+    # A's column cols[j] (gemm_order); None: A's own order
+    rows: tuple = None
+    cols: tuple = None
 
     @property
     def nthreads(self):
@@ -276,6 +282,33 @@ def _gemm_pad(A, rows, cols):
     return pad
 
 
+# mma-gemm reorders A (gemm_order) only where that leaves at most this
+# fraction of the live slabs of A's order: gathering B's rows and
+# scattering C's costs a little.  H100, n = 110080 (bench/results/
+# cuda-h100-context-reorder.csv): 0.49-0.65 of the slabs, kernel 0.63-0.76
+# of the time; 0.62 and 0.87, 0.99 (beta 1, C's traffic the most of the
+# bytes); 0.95, 1.02-1.07 of the time.
+GEMM_REORDER_MAX_LIVE = 0.9
+
+
+def gemm_order(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf):
+    """The SlabOrder (gimmik.analysis.slab_order) of A's rows and used
+    columns for this tiling's BM x BK slabs, or None where it keeps more
+    than GEMM_REORDER_MAX_LIVE of the live slabs of A's order."""
+    m, k = A.shape
+    _, _, _, BM, _, BK = gemm_geometry(m, k, shape, mwarps, nwarps, wm, wn,
+                                       kstage, nbuf)
+    order = slab_order(A, BM, BK)
+    if order is None or order.live > GEMM_REORDER_MAX_LIVE*order.natural:
+        return None
+    return order
+
+
+def gemm_reordered(A, order):
+    """A in the kernel's order (rows, then used columns) of a SlabOrder."""
+    return np.asarray(A)[list(order.rows)][:, list(order.cols)]
+
+
 def gemm_live_stages(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf,
                      pad=None):
     """(m-blocks, stages) mask of the stages where an m-block's BM x BK slab
@@ -334,15 +367,24 @@ def gemm_issue_late(m, k, beta, kstage, nbuf):
 
 
 def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
-              cpre=False, tiles=1, late_issue=False):
+              cpre=False, tiles=1, late_issue=False, reorder=False):
     """The mma-gemm plan: skip, run only the stages where an m-block's
     slab of A has a non-zero; cpre, start the accumulators from beta*C
     (read before the k loop) instead of adding it at the end; tiles, the
     column tiles of BN a block computes in turn; late_issue, a stage's
-    loads issued after the first k-step's mmas (gemm_issue_late)."""
+    loads issued after the first k-step's mmas (gemm_issue_late);
+    reorder, A's rows and used columns in the order of gemm_order (where
+    it has fewer live slabs): the kernel gathers B's rows and scatters
+    C's rows by the plan's tables."""
     if late_issue and not _late_issue_fits(kstage, nbuf):
         raise ValueError('late_issue needs kstage >= 2 and nbuf >= 3 (the '
                          'next stage waited for before its loads issue)')
+    rows = cols = None
+    if reorder:
+        order = gemm_order(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf)
+        if order is not None:
+            rows, cols = order.rows, order.cols
+            A = gemm_reordered(A, order)
     m, k = A.shape
     MT, KT = GEMM_SHAPES[shape]
     wm, nmb, nst, BM, BN, BK = gemm_geometry(m, k, shape, mwarps, nwarps,
@@ -372,7 +414,11 @@ def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
         Fc[mb, :cnt[mb]] = F[mb, kidx[mb, :cnt[mb]]]
     return GemmPlan(shape, MT, KT, na, nb, nc, v, mwarps, nwarps, wm, wn,
                     kstage, nbuf, nmb, nst, BM, BN, BK, skip, cpre, tiles,
-                    nslot, cnt, kidx, Fc.reshape(-1), late_issue)
+                    nslot, cnt, kidx, Fc.reshape(-1), late_issue, rows, cols)
+
+
+def _unordered(plan):
+    return replace(plan, rows=None, cols=None)
 
 
 def gemm_reference(plan, A, B):
@@ -380,6 +426,12 @@ def gemm_reference(plan, A, B):
     block, warp, stage and k-step, fragments read from plan.table and from B
     at the kernel's offsets, one NumPy-modelled mma at a time; for tests."""
     P = plan
+    if P.rows is not None:
+        Ak = np.asarray(A)[list(P.rows)][:, list(P.cols)]
+        C = np.zeros((A.shape[0], B.shape[1]))
+        C[list(P.rows)] = gemm_reference(
+            _unordered(P), Ak, np.asarray(B)[list(P.cols)])
+        return C
     m, k = A.shape
     n = B.shape[1]
     lanes = np.arange(32)

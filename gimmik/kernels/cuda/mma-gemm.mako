@@ -48,7 +48,14 @@
     achunks = BM*BK//2
     bchunks = BK*BN//2
     shape = P.shape
-    kpad = NST*BK > k
+    # reordered plans: B's rows gathered and C's rows scattered by tables
+    RO = P.rows is not None
+    KK = len(P.cols) if RO else k
+    kpad = NST*BK > KK
+
+    def crow(row):
+        # the offset in C of the kernel's row `row`
+        return f'(long){kname}_crow[{row}]*ldcl' if RO else f'{row}*ldcl'
     full = P.full
     NSL = P.nslots
     T = P.tiles
@@ -64,6 +71,12 @@ static __device__ __align__(16) const double ${kname}_atab[${P.table.size}] = {
 // per m-block: live stages (k index of each slot) and their count
 static __constant__ short ${kname}_kidx[${P.kidx.size}] = {${', '.join(str(int(x)) for x in P.kidx.reshape(-1))}};
 static __constant__ short ${kname}_cnt[${P.nmb}] = {${', '.join(str(int(x)) for x in P.cnt)}};
+% endif
+% if RO:
+// the row of B of each k index of the stages, the row of C of each row of
+// the m-blocks (0 past k and m)
+static __constant__ int ${kname}_brow[${NST*BK}] = {${', '.join(str(x) for x in list(P.cols) + [0]*(NST*BK - KK))}};
+static __device__ const int ${kname}_crow[${P.nmb*BM}] = {${', '.join(str(x) for x in list(P.rows) + [0]*(P.nmb*BM - m))}};
 % endif
 
 % if TR:
@@ -83,7 +96,11 @@ ${mma.cp_async()}
             }
 % endfor
             {
+% if RO:
+                const double* bst = b + ${cbase};
+% else:
                 const double* bst = b + ${kst}*${BK}*ldbl + ${cbase};
+% endif
 % for it in range(-(-bchunks // nthreads)):
 % if (it + 1)*nthreads > bchunks:
                 if (tid + ${it*nthreads} < ${bchunks})
@@ -91,11 +108,15 @@ ${mma.cp_async()}
                 {
                     const int col = ${cbase} + bc${it};
 % if kpad:
-                    const int nb = (${kst}*${BK} + br${it} < ${k} && col < n) ? (col + 1 < n ? 16 : 8) : 0;
+                    const int nb = (${kst}*${BK} + br${it} < ${KK} && col < n) ? (col + 1 < n ? 16 : 8) : 0;
 % else:
                     const int nb = col < n ? (col + 1 < n ? 16 : 8) : 0;
 % endif
+% if RO:
+                    ${kname}_cp16(&bsh[${buf}][bso${it}], nb ? bst + ${kname}_brow[${kst}*${BK} + br${it}]*ldbl + bc${it} : b, nb);
+% else:
                     ${kname}_cp16(&bsh[${buf}][bso${it}], nb ? bst + boff${it} : b, nb);
+% endif
                 }
 % endfor
             }
@@ -120,7 +141,7 @@ ${mma.cp_async()}
 % for h in (0, 1):
         {
             const int row = ${trow(mt, h)};
-            const double* cr = c + row*ldcl + ${tcol(0)};
+            const double* cr = c + ${crow('row')} + ${tcol(0)};
 % for nt in range(P.wn):
             double2 cv${nt} = {0.0, 0.0};
             if (row < ${m})
@@ -141,7 +162,7 @@ ${mma.cp_async()}
         {
             const int row = ${trow(mt, h)};
 % for nt in range(P.wn):
-${mma.load_pair(tcol(nt), f'acc[{mt}][{nt}][{h}]', f'acc[{mt}][{nt}][{2 + h}]', ' '*12)}\
+${mma.load_pair(tcol(nt), f'acc[{mt}][{nt}][{h}]', f'acc[{mt}][{nt}][{2 + h}]', ' '*12, rowoff=crow('row'))}\
 % endfor
         }
 % endfor
@@ -157,7 +178,7 @@ ${mma.load_pair(tcol(nt), f'acc[{mt}][{nt}][{h}]', f'acc[{mt}][{nt}][{2 + h}]', 
         const int row = mb*${BM} + (wy*${P.wm} + ${mt})*${MT} + ${8*h} + g;
         double y[${2*P.wn}];
 % for s in range(len(CST)):
-${mma.load_pair(f'col0 + cpair0 + {4*s}', f'y[{2*s}]', f'y[{2*s + 1}]', ' '*8)}\
+${mma.load_pair(f'col0 + cpair0 + {4*s}', f'y[{2*s}]', f'y[{2*s + 1}]', ' '*8, rowoff=crow('row'))}\
 % endfor
 <%
     # y[2s + d] holds lane o's column of store s: its own local column i + d
@@ -212,7 +233,7 @@ ${mma.load_pair(f'col0 + cpair0 + {4*s}', f'y[{2*s}]', f'y[{2*s + 1}]', ' '*8)}\
 % for h in (0, 1):
         {
             const int row = ${trow(mt, h)};
-            double* cr = c + row*ldcl + ${tcol(0)};
+            double* cr = c + ${crow('row')} + ${tcol(0)};
             if (row < ${m})
             {
 % if addc:
@@ -241,7 +262,7 @@ ${mma.load_pair(f'col0 + cpair0 + {4*s}', f'y[{2*s}]', f'y[{2*s + 1}]', ' '*8)}\
             if (row < ${m})
             {
 % for nt in range(P.wn):
-${mma.store_pair(tcol(nt), f'acc[{mt}][{nt}][{h}]', f'acc[{mt}][{nt}][{2 + h}]', not P.cpre, ' '*16)}\
+${mma.store_pair(tcol(nt), f'acc[{mt}][{nt}][{h}]', f'acc[{mt}][{nt}][{2 + h}]', not P.cpre, ' '*16, rowoff=crow('row'))}\
 % endfor
             }
         }
@@ -267,7 +288,7 @@ ${mma.store_pair(tcol(nt), f'acc[{mt}][{nt}][{h}]', f'acc[{mt}][{nt}][{2 + h}]',
         if (row < ${m})
         {
 % for s in range(len(CST)):
-${mma.store_pair(f'col0 + cpair0 + {4*s}', f'(odd ? {val(1, 0, s)} : {val(0, 0, s)})', f'(odd ? {val(1, 1, s)} : {val(0, 1, s)})', not P.cpre, ' '*12)}\
+${mma.store_pair(f'col0 + cpair0 + {4*s}', f'(odd ? {val(1, 0, s)} : {val(0, 0, s)})', f'(odd ? {val(1, 1, s)} : {val(0, 1, s)})', not P.cpre, ' '*12, rowoff=crow('row'))}\
 % endfor
         }
     }

@@ -50,12 +50,13 @@ ${kname}_cp16(double* dst, const double* src, int bytes)
 }
 </%def>
 
-## Store accumulators a0, a1 of row `row` (in scope) at column `col` (an
-## expression) of C, adding beta*C unless `addc` is False (C already in the
-## accumulators, or beta 0); a ragged last column gets a0 alone.
-<%def name="store_pair(col, a0, a1, addc, indent)">\
+## Store accumulators a0, a1 of row `row` (in scope; rowoff, its offset in
+## C) at column `col` (an expression) of C, adding beta*C unless `addc` is
+## False (C already in the accumulators, or beta 0); a ragged last column
+## gets a0 alone.
+<%def name="store_pair(col, a0, a1, addc, indent, rowoff='row*ldcl')">\
 <%
-    cs = '__ldcs(c + row*ldcl + col)'
+    cs = f'__ldcs(c + {rowoff} + col)'
     if not addc or beta == 0:
         e0, e1, s0 = a0, a1, a0
     elif beta == 1:
@@ -70,19 +71,19 @@ ${i}    const int col = ${col};
 ${i}    if (col + 1 < n)
 ${i}    {
 % if addc and beta != 0:
-${i}        const double2 cv = __ldcs((const double2*)(c + row*ldcl + col));
+${i}        const double2 cv = __ldcs((const double2*)(c + ${rowoff} + col));
 % endif
-${i}        __stcs((double2*)(c + row*ldcl + col), double2{${e0}, ${e1}});
+${i}        __stcs((double2*)(c + ${rowoff} + col), double2{${e0}, ${e1}});
 ${i}    }
 ${i}    else if (col < n)
-${i}        __stcs(c + row*ldcl + col, ${s0});
+${i}        __stcs(c + ${rowoff} + col, ${s0});
 ${i}}
 </%def>
 
-## Load beta*C of row `row` (in scope; rows from m on read nothing) at
-## column `col` (an expression) into a0, a1 (zero where outside C); a
-## ragged last column fills a0 alone.
-<%def name="load_pair(col, a0, a1, indent)">\
+## Load beta*C of row `row` (in scope; rowoff, its offset in C; rows from
+## m on read nothing) at column `col` (an expression) into a0, a1 (zero
+## where outside C); a ragged last column fills a0 alone.
+<%def name="load_pair(col, a0, a1, indent, rowoff='row*ldcl')">\
 <%
     sc = '' if beta == 1 else f'{betalit}*'
     i = indent
@@ -92,11 +93,11 @@ ${i}    const int col = ${col};
 ${i}    ${a0} = ${a1} = 0.0;
 ${i}    if (row < ${m} && col + 1 < n)
 ${i}    {
-${i}        const double2 cv = __ldcs((const double2*)(c + row*ldcl + col));
+${i}        const double2 cv = __ldcs((const double2*)(c + ${rowoff} + col));
 ${i}        ${a0} = ${sc}cv.x;
 ${i}        ${a1} = ${sc}cv.y;
 ${i}    }
 ${i}    else if (row < ${m} && col < n)
-${i}        ${a0} = ${sc}__ldcs(c + row*ldcl + col);
+${i}        ${a0} = ${sc}__ldcs(c + ${rowoff} + col);
 ${i}}
 </%def>
