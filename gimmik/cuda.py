@@ -71,6 +71,18 @@ SHARED_RESERVED = 1024
 # docs/in-context.md)
 C_STORE = 'cg'
 
+def _sparse_gemm(tiling):
+    """A sparse mma-gemm row's parameters (gate gemmsparse): zero slabs
+    skipped, beta*C loaded first, and on the transposed tiles A reordered
+    (gemm_order: timed on those only, prism operators, bench/results/
+    cuda-h100-context-reorder*.csv); each option dropped where it changes
+    nothing (MmaGemm.adapt)."""
+    p = dict(tiling, skip=True, cpre=True)
+    if tiling['shape'].endswith('t'):
+        p['reorder'] = True
+    return p
+
+
 # The CUDA candidate table (gimmik.base.Row: id, family, parameters, the
 # names of the conditions of _gates that must hold).  gimmik.order's rules
 # place the rows they name (by id) first; the tail rows follow in table
@@ -176,7 +188,7 @@ CANDIDATES = [
         dict(msplit=8, rows=8, bsz=64, nbuf=1), 'bigm stream', tail=True),
     # the sparser big operators (prisms): the tensor cores skip A's zero
     # slabs; offered after the streaming families
-    *[Row(rid, MmaGemm, dict(p, skip=True, cpre=True), 'gemmsparse',
+    *[Row(rid, MmaGemm, _sparse_gemm(p), 'gemmsparse',
           tail=tail) for rid, p, tail in [
         ('sparse-t4',
          dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
@@ -192,7 +204,10 @@ CANDIDATES = [
               nbuf=3), True),
         ('sparse-k4-kstage4',
          dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
-              nbuf=3), True)]],
+              nbuf=3), True),
+        ('sparse-t4-wm2',
+         dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=2, wn=2, kstage=2,
+              nbuf=6), False)]],
 ]
 
 # Where mma-gemm is offered first (gate mma), the unrolled streaming

@@ -28,9 +28,10 @@ the generator bakes it (PyFR always passes it), None otherwise:
   counts sorted by distance from a predicted count (m/24 rows for beta =
   0; m/4 for beta != 0 with < 8 non-zeros a row, else m/8; at least 8),
   after the plain cstream where k <= 64 and beta = 0, and with the sparse
-  mma-gemm tile (the transposed 64 x 64 one) first where it is offered
-  for A's non-zeros (sparse_gemm_worth_it; offered for beta != 0 alone,
-  it keeps its place at the end);
+  mma-gemm tiles (the transposed 64 x 64 and 32 x 64 ones; the 32-row one
+  first where beta != 0) first where they are offered for A's non-zeros
+  (sparse_gemm_worth_it; offered for beta != 0 alone, they keep their
+  place at the end);
 - few rows, wide (k > m): cstream-ksplit first (4 k-groups first where
   each gets at least 4 columns of A), then cstream;
 - few rows, tall (m >= 2k) and density >= 0.4: bstream-msplit first
@@ -159,9 +160,13 @@ GEMM_ORDER = ('gemm-t4-blocks4', 'gemm-t4', 'sparse-t4', 'gemm-t4-wm8',
 GEMM_ORDER_BETA = ('gemm-t4-blocks4', 'gemm-t4', 'sparse-t4',
                    'gemm-t4-8warps', 'gemm-t4-wm8', 'gemm-t8', 'gemm-k4',
                    'gemm-k4-8warps', 'sparse-k4-8warps', 'gemm-m8')
-# the sparse tensor-core rows (prism-like operators): the first before the
-# streaming families, the others after five of them
-SPARSE_GEMM_FIRST = ('sparse-t4',)
+# the sparse tensor-core rows (prism-like operators): the first two before
+# the streaming families, the others after five of them.  The 32-row tile
+# first where beta*C is read (H100 in context, bench/results/
+# cuda-h100-context-reorder2*.csv: 0.97-1.0x the 64-row tile's time with
+# beta 1, 1.0-1.02x with beta 0 but p7-pri-m0's 0.98x)
+SPARSE_GEMM_FIRST = ('sparse-t4', 'sparse-t4-wm2')
+SPARSE_GEMM_FIRST_BETA = SPARSE_GEMM_FIRST[::-1]
 SPARSE_GEMM_NEXT = ('sparse-k4-8warps', 'sparse-k4-wn4')
 # the m-split bstream: 2, 4, then 8 row groups
 MSPLIT_ORDER = ('msplit2-w2', 'msplit4-w2', 'msplit8-w1-bsz32')
@@ -271,7 +276,7 @@ def _prefs(info, cands, beta, n=None):
     prefs = _prefs_stream(info, cands, beta, n)
     if (n is not None and info.m > CHUNKED_MIN_M
             and len(info.bix) >= WIDE_CHUNKED*info.m
-            and prefs[:1] != list(SPARSE_GEMM_FIRST)
+            and prefs[0] not in SPARSE_GEMM_FIRST
             and not _b_first(info, n)):
         # baked n, wide (see the module's rules)
         return list(KSPLIT_CHUNKED) + prefs
@@ -312,7 +317,8 @@ def _prefs_stream(info, cands, beta, n=None):
             else:
                 mb = mb[:WARPROWS_AFTER] + wr + mb[WARPROWS_AFTER:]
         if MmaGemm.name in families and sparse_gemm_worth_it(info):
-            return (list(SPARSE_GEMM_FIRST) + mb[:5] + list(SPARSE_GEMM_NEXT)
+            first = SPARSE_GEMM_FIRST_BETA if beta else SPARSE_GEMM_FIRST
+            return (list(first) + mb[:5] + list(SPARSE_GEMM_NEXT)
                     + mb[5:] + [STREAM_W1])
         if k <= BIG_M and not beta:   # few rows of B: one group does
             return [STREAM_W1] + mb + [STREAM_W2]

@@ -52,8 +52,10 @@ def test_mma_gemm_offered_only_where_it_applies(rng):
 
 
 def test_gemm_options_only_where_they_matter(rng):
-    """skip and cpre are dropped where they would change nothing (no zero
-    slab, beta 0), so no kernel is offered twice."""
+    """skip, cpre and reorder are dropped where they would change nothing
+    (no zero slab, beta 0, no order with fewer live slabs), so no kernel
+    is offered twice.  The sparse rows' transposed tiles reorder A where
+    its zero columns can go (no zero slab is then left to skip)."""
     dense = rng.standard_normal((140, 100))
     slabs = dense.copy()
     slabs[:, 50:] = 0.0
@@ -65,7 +67,16 @@ def test_gemm_options_only_where_they_matter(rng):
              if x.startswith('mma-gemm')]
         assert v
         for x in v:
-            assert {o for o in ('skip', 'cpre') if f'/{o}/' in x} == opts
+            got = {o for o in ('skip', 'cpre', 'reorder') if f'/{o}/' in x}
+            assert got == opts
+    # a prism-like pattern, rows and columns shuffled: the sparse rows'
+    # transposed tiles reorder it (and skip the slabs left empty)
+    prisms = np.kron(rng.standard_normal((30, 9)), np.eye(8))
+    prisms = prisms[rng.permutation(240)][:, rng.permutation(72)]
+    v = [x for x in _variants(prisms, aligne=2) if x.startswith('mma-gemm')]
+    reordered = [x for x in v if '/reorder/' in x]
+    assert reordered and all('/skip/' in x for x in reordered)
+    assert all(re.search(r'shape\w+t/', x) for x in reordered)
 
 
 def test_gemm_offered_for_sparser_big_operators(rng):
@@ -460,7 +471,9 @@ def _gemm90_cases(rng):
              'float64', {'aligne': 2, 'n': 1001, 'ldb': 1002, 'ldc': 1004}),
             ('gemm-slabs-beta1', slabs, 1.0, 'float64', {'aligne': 2}),
             ('gemm-prism-like', random_operator(rng, 400, 150, 0.12), 0.0,
-             'float64', {'aligne': 2})]
+             'float64', {'aligne': 2}),
+            ('gemm-reordered', kron_like(rng, 300, 60), 1.0, 'float64',
+             {'aligne': 2, 'n': 1001, 'ldb': 1002, 'ldc': 1004})]
 
 
 @pytest.mark.skipif(NVCC is None, reason='nvcc is not installed')
@@ -476,6 +489,9 @@ def test_gemm_sm90_candidates_compile_without_spills(rng):
         assert cands
         if label == 'gemm-slabs-beta1':     # the skipping code is built
             assert not all(mm.kernel(c, dt).plan.full for c in cands)
+        if label == 'gemm-reordered':       # and the reordering code
+            cands = [c for c in cands if c.params.get('reorder')]
+            assert cands
         if label != 'gemm-baked-beta':      # (bounded run time) the three
             cands = (sorted(               # with the most registers, and
                 [c for c in cands if 'blocks' not in c.params],
@@ -537,7 +553,26 @@ GEMM_EMU = [  # (shape params, operator, beta, baked)
           nbuf=2), 'dense', -0.5, True),
     (dict(shape='m16n8k4t', mwarps=4, nwarps=2, wm=2, wn=2, kstage=2,
           nbuf=6, skip=True, cpre=True, tiles=2), 'slabs', 1.0, True),
+    # A reordered: B's rows gathered, C's rows scattered by tables
+    (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
+          nbuf=6, skip=True, cpre=True, reorder=True), 'kron', 1.0, False),
+    (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=2, wn=2, kstage=2,
+          nbuf=6, skip=True, reorder=True), 'kron', 0.0, True),
+    (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
+          nbuf=3, skip=True, cpre=True, tiles=3, reorder=True), 'kron',
+     -0.5, True),
 ]
+
+
+def kron_like(rng, m=200, k=46):
+    """Five blocks of m/5 rows x 9 columns (the columns beyond 45 zero),
+    rows and columns shuffled: a pattern gemm_order gathers back into
+    blocks."""
+    A = np.zeros((m, k))
+    h = m // 5
+    for b in range(5):
+        A[h*b:h*(b + 1), 9*b:9*(b + 1)] = rng.standard_normal((h, 9))
+    return A[rng.permutation(m)][:, rng.permutation(k)]
 
 
 @pytest.mark.skipif(GXX is None, reason='g++ is not installed')
@@ -547,10 +582,11 @@ def test_gemm_kernel_emulated(rng, case):
     C = A*B + beta*C: ragged m, k and n (two column blocks, the last one
     odd, with tiles a tile wholly beyond n), padded strides left alone,
     every element of C written, zero slabs skipped and an m-block with no
-    live stage."""
+    live stage, A reordered."""
     params, kind, beta, baked = GEMM_EMU[case]
-    m, k = {'dense': (270, 45), 'slabs': (200, 45), 'deep': (150, 300)}[kind]
-    A = rng.standard_normal((m, k))
+    m, k = {'dense': (270, 45), 'slabs': (200, 45), 'deep': (150, 300),
+            'kron': (200, 46)}[kind]
+    A = kron_like(rng) if kind == 'kron' else rng.standard_normal((m, k))
     if kind == 'deep':
         A[:, 100:140] = 0.0        # dead stages (with skip)
     if kind == 'slabs':
@@ -579,6 +615,7 @@ def test_gemm_kernel_emulated(rng, case):
     assert plan.late_issue == (kind == 'deep')
     if kind == 'slabs' and params.get('skip'):
         assert plan.cnt.min() == 0 and not plan.full
+    assert (plan.rows is not None) == (kind == 'kron')
     out = emulate(src, meta, Bf, Cf, n)
     assert np.isfinite(out[:, :n]).all()
     assert np.abs(out[:, :n] - ref).max() <= 1e-13*np.abs(ref).max()
@@ -611,6 +648,29 @@ def test_gemm_emulation_catches_a_wrong_kernel(rng, wrong):
     B, C = rng.standard_normal((45, n)), rng.standard_normal((200, n))
     out = emulate(src, meta, B, C.copy(), n)
     assert not np.abs(out - (A @ B + C)).max() <= 1e-3
+
+
+@pytest.mark.skipif(GXX is None, reason='g++ is not installed')
+@pytest.mark.parametrize('wrong', [
+    (r'k0_crow\[row\]', 'row'),                     # C's rows in A's order
+    (r'bst \+ k0_brow\[([^]]*)\]', r'bst + (\1)'),  # B's rows in A's order
+])
+def test_gemm_emulation_catches_an_unordered_kernel(rng, wrong):
+    """A reordered kernel that ignores the C row table or the B row table
+    gives a wrong C."""
+    A = kron_like(rng)
+    params = dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2,
+                  kstage=2, nbuf=6, skip=True, reorder=True)
+    mm = CUDAMatMul(A, aligne=2)
+    cand = Candidate('mma-gemm', params, {'compute_capability': (9, 0)})
+    src, meta = mm.render(cand, np.float64, 'k0')
+    assert re.search(wrong[0], src)
+    n = 70
+    B = rng.standard_normal((46, n))
+    good = emulate(src, meta, B, np.zeros((200, n)), n)
+    assert np.abs(good - A @ B).max() <= 1e-13*np.abs(A @ B).max()
+    bad = emulate(re.sub(*wrong, src), meta, B, np.zeros((200, n)), n)
+    assert not np.abs(bad - A @ B).max() <= 1e-3
 
 
 # -- bstream-warprows run on the CPU ----------------------------------------

@@ -118,12 +118,17 @@ def test_many_rows_offer_mblock_around_the_predicted_groups():
 
 
 def test_sparse_gemm_tile_first_where_offered():
+    """Prism-like operators: the 64- then the 32-row transposed tensor-core
+    tiles first (the 32-row one first where beta*C is read), then the
+    streaming families."""
     A = rng_sparse(196, 588, 0.1)
-    cands, out = ordered(A)
-    assert any(c.family == 'mma-gemm' for c in cands)
-    assert out[0].family == 'mma-gemm'
-    assert out[0].params['shape'] == 'm16n8k4t'
-    assert out[1].family == 'cstream-mblock'
+    for beta, wm in ((0.0, [4, 2]), (1.0, [2, 4])):
+        cands, out = ordered(A, beta=beta)
+        assert any(c.family == 'mma-gemm' for c in cands)
+        assert [c.family for c in out[:2]] == ['mma-gemm']*2
+        assert {c.params['shape'] for c in out[:2]} == {'m16n8k4t'}
+        assert [c.params['wm'] for c in out[:2]] == wm
+        assert out[2].family == 'cstream-mblock'
 
 
 def test_baked_n_dense_few_flops_streams_first():
