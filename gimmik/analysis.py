@@ -236,6 +236,8 @@ def _slab_order(shape, packed, block_m, block_k):
                       count=m*k).reshape(m, k).astype(bool)
     natural = int(live_slabs(S, block_m, block_k).sum())
     used = np.flatnonzero(S.any(axis=0))
+    if not used.size:
+        return None
     S = S[:, used]
     r, c = np.arange(m), np.arange(len(used))
 

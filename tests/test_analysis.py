@@ -298,6 +298,17 @@ def test_slab_order_gathers_shuffled_blocks(rng):
 def test_slab_order_none_where_a_is_already_in_blocks(rng):
     A = np.kron(np.eye(4), rng.standard_normal((16, 8)))
     assert slab_order(A, 16, 8) is None
+    assert slab_order(np.zeros((20, 9)), 16, 8) is None
+
+
+def test_slab_order_drops_zero_columns():
+    """Two non-zeros 13 columns apart: one k-slab once the zero columns
+    between them go."""
+    A = np.zeros((70, 30))
+    A[5, 7], A[60, 20] = 1.0, 2.0
+    order = slab_order(A, 64, 8)
+    assert sorted(order.cols) == [7, 20]
+    assert (order.live, order.natural) == (1, 2)
 
 
 def test_sparse_gemm_worth_it_for_fewer_non_zeros_where_reordered(rng):
