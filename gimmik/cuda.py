@@ -71,6 +71,7 @@ SHARED_RESERVED = 1024
 # docs/in-context.md)
 C_STORE = 'cg'
 
+
 def _sparse_gemm(tiling):
     """A sparse mma-gemm row's parameters (gate gemmsparse): zero slabs
     skipped, beta*C loaded first, and on the transposed tiles A reordered

@@ -56,7 +56,7 @@ class MmaGemm(Family):
             if order is None:
                 del p['reorder']
             else:
-                A = mma.gemm_reordered(A, order)
+                A = mma.gemm_reordered(A, order.rows, order.cols)
         if p.get('skip') and mma.gemm_live_stages(A, **tiling).all():
             del p['skip']
         return p

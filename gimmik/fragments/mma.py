@@ -304,9 +304,10 @@ def gemm_order(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf):
     return order
 
 
-def gemm_reordered(A, order):
-    """A in the kernel's order (rows, then used columns) of a SlabOrder."""
-    return np.asarray(A)[list(order.rows)][:, list(order.cols)]
+def gemm_reordered(A, rows, cols):
+    """A in a kernel's order: its rows rows, its columns cols (a
+    SlabOrder's, a plan's)."""
+    return np.asarray(A)[list(rows)][:, list(cols)]
 
 
 def gemm_live_stages(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf,
@@ -384,7 +385,7 @@ def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
         order = gemm_order(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf)
         if order is not None:
             rows, cols = order.rows, order.cols
-            A = gemm_reordered(A, order)
+            A = gemm_reordered(A, rows, cols)
     m, k = A.shape
     MT, KT = GEMM_SHAPES[shape]
     wm, nmb, nst, BM, BN, BK = gemm_geometry(m, k, shape, mwarps, nwarps,
@@ -424,10 +425,11 @@ def _unordered(plan):
 def gemm_reference(plan, A, B):
     """Evaluate A @ B (B of any width) the way the mma-gemm kernel does: per
     block, warp, stage and k-step, fragments read from plan.table and from B
-    at the kernel's offsets, one NumPy-modelled mma at a time; for tests."""
+    at the kernel's offsets, one NumPy-modelled mma at a time (a reordered
+    plan on A and B in its order, C's rows put back); for tests."""
     P = plan
     if P.rows is not None:
-        Ak = np.asarray(A)[list(P.rows)][:, list(P.cols)]
+        Ak = gemm_reordered(A, P.rows, P.cols)
         C = np.zeros((A.shape[0], B.shape[1]))
         C[list(P.rows)] = gemm_reference(
             _unordered(P), Ak, np.asarray(B)[list(P.cols)])
