@@ -216,17 +216,8 @@ class KsplitPlan:
     def live_b(self, y):
         """The most B values wavefront y holds at once when each is loaded
         at its first use and held to its last (rows in order)."""
-        last = {}
-        for i, terms in enumerate(self.terms[y]):
-            for j, _ in terms:
-                last[j] = i
-        live = best = 0
-        for i, new in enumerate(self.fetch(y)):
-            live += len(new)
-            best = max(best, live)
-            live -= sum(1 for j in set(j for j, _ in self.terms[y][i])
-                        if last[j] == i)
-        return best
+        return max_live([[j for j, _ in t] for t in self.terms[y]],
+                        self.fetch(y))
 
 
 def ksplit_plan(A, ksplit, chunk=None):
@@ -255,19 +246,27 @@ def ksplit_plan(A, ksplit, chunk=None):
                       passes)
 
 
+def max_live(uses, loads):
+    """The most values held at once over steps in turn where step s loads
+    the values loads[s] and uses uses[s] (keys), each value held from its
+    load to the last step using it."""
+    last = {}
+    for s, keys in enumerate(uses):
+        for j in keys:
+            last[j] = s
+    live = best = 0
+    for s, new in enumerate(loads):
+        live += len(new)
+        best = max(best, live)
+        live -= sum(1 for j in set(uses[s]) if last[j] == s)
+    return best
+
+
 def cstream_live_b(plan):
     """cstream: the most B values live at once when the rows of C are
     computed in turn and each B row is held from its first to last use."""
-    last = {}
-    for row in plan:
-        for j, _ in row.terms:
-            last[j] = row.i
-    live = best = 0
-    for row in plan:
-        live += len(row.loads)
-        best = max(best, live)
-        live -= sum(1 for j in last if last[j] == row.i)
-    return best
+    return max_live([[j for j, _ in row.terms] for row in plan],
+                    [row.loads for row in plan])
 
 
 @dataclass
