@@ -77,16 +77,16 @@ change, all of them towards the simpler streaming kernels:
   the evict-first bstream came ahead in context by up to 8 %
   (cuda-h100-context-bfirst-5-550k.csv); no end-to-end case has so few
   rows at such panels;
-- wide (at least WIDE_CHUNKED = 2 rows of B used a row of C) with more
-  than CHUNKED_MIN_M = 32 rows, outside the B-first bounds and where the
-  tensor cores do not go first: the k-split in passes of rows (2 warps
-  and 24 rows a pass, then 4 and 16; offered on operators sparser than
-  cstream_ksplit.CHUNKED_MAX_DENSITY) first.  Upstream's k-split (the
-  same passes) was the fastest kernel of such operators, ours of one
-  pass spilled; in passes ours was the fastest of the first 8 in context
-  and in the hot loop (cuda-h100-context-chunked*.csv: p4-hex-m132 at n
-  = 550400 1.034 -> 0.997 of upstream's time, p4-pri-m132 0.940 ->
-  0.887).
+- more than CHUNKED_MIN_M = 32 rows, outside the B-first bounds and
+  where the tensor cores do not go first: the k-split in passes of rows
+  (2 warps and 24 rows a pass, then 4 and 16; offered on wide operators
+  sparser than cstream_ksplit.CHUNKED_MAX_DENSITY, at least
+  CHUNKED_MIN_WIDTH = 2 rows of B used a row of C) first.  Upstream's
+  k-split (the same passes) was the fastest kernel of such operators,
+  ours of one pass spilled; in passes ours was the fastest of the first
+  8 in context and in the hot loop (cuda-h100-context-chunked*.csv:
+  p4-hex-m132 at n = 550400 1.034 -> 0.997 of upstream's time,
+  p4-pri-m132 0.940 -> 0.887).
 
 HIP (_order_hip): the order of gimmik.cost's estimate for the target
 arch (cost.hip_arch of the candidates' gcn_arch) and n (the baked n,
@@ -110,7 +110,6 @@ from gimmik import cost
 from gimmik.analysis import DENSE_DENSITY, sparse_gemm_worth_it
 from gimmik.families.bstream_msplit import BstreamMsplit
 from gimmik.families.bstream_warprows import BstreamWarpRows
-from gimmik.families.cstream_ksplit import CHUNKED_MIN_WIDTH
 from gimmik.families.cstream_mblock import CstreamMblock
 from gimmik.families.mma_gemm import MmaGemm
 
@@ -183,11 +182,9 @@ KSPLIT2, KSPLIT4 = 'ksplit2', 'ksplit4'
 # these first (one column a thread, C then B streamed)
 BAKED_WIDE_FIRST = ('cstream-w1-nc', 'bstream-w1-cs')
 
-# With n baked: operators using at least WIDE_CHUNKED times as many rows
-# of B as they have rows (where the table offers the k-split in passes of
-# rows at all), and more than CHUNKED_MIN_M rows, offer it first (not where
-# the tensor cores go first)
-WIDE_CHUNKED = CHUNKED_MIN_WIDTH
+# With n baked: operators of more than CHUNKED_MIN_M rows offer the k-split
+# in passes of rows first where it is offered (wide sparse operators, see
+# CstreamKsplit.adapt) and the tensor cores do not go first
 CHUNKED_MIN_M = 32
 KSPLIT_CHUNKED = ('ksplit2-c24', 'ksplit4-c16')
 
@@ -275,10 +272,9 @@ def _prefs(info, cands, beta, n=None):
         return gemm
     prefs = _prefs_stream(info, cands, beta, n)
     if (n is not None and info.m > CHUNKED_MIN_M
-            and len(info.bix) >= WIDE_CHUNKED*info.m
             and prefs[0] not in SPARSE_GEMM_FIRST
             and not _b_first(info, n)):
-        # baked n, wide (see the module's rules)
+        # baked n (see the module's rules)
         return list(KSPLIT_CHUNKED) + prefs
     return prefs
 
