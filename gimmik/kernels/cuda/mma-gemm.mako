@@ -444,17 +444,22 @@ ${self.prologue()}\
 % endif
     // the B chunks this thread copies: row br, columns bc and bc + 1 of a
     // stage, to offset bso of its buffer (gemm_b_offset)
+## (boff: the chunk's offset in B, where B's rows are not gathered)
 % for it in range(-(-bchunks // nthreads)):
 <% dr = it*nthreads // (BN // 2) %>\
 % if it and nthreads % (BN // 2) == 0 and dr % 4 == 0:
 ## chunk it is chunk 0's dr rows down: the same column and chunk permutation
     const int br${it} = br0 + ${dr}, bc${it} = bc0;
     const int bso${it} = bso0 + ${dr*BN};
+% if not RO:
     const long boff${it} = boff0 + ${dr}*ldbl;
+% endif
 % else:
     const int br${it} = (tid + ${it*nthreads}) / ${BN // 2}, bc${it} = 2*((tid + ${it*nthreads}) % ${BN // 2});
     const int bso${it} = br${it}*${BN} + 2*((bc${it} / 2) ^ (2*(br${it} % 4)));
+% if not RO:
     const long boff${it} = br${it}*ldbl + bc${it};
+% endif
 % endif
 % endfor
     const int mb = blockIdx.x % ${P.nmb};
