@@ -17,7 +17,9 @@ stream:
     consumer  reads C (a sum into one value)
 
 and times producer + kernel + consumer (ctx_*) and the kernel inside that
-sequence (kctx_*); contenders alternate, each repetition starting at the
+sequence (kctx_*), medians over the repetitions (--repeats, more for short
+sequences: each contender timed --min-timed-ms in all, at most
+--max-repeats); contenders alternate, each repetition starting at the
 next one.  The hot loop (hot_*: PyFR's own timing, nbench launches after a
 warm-up, mean; median over the repetitions) is the second column.
 
@@ -85,6 +87,10 @@ RK4_REGISTERS = 3
 FLUSH_CAP_MIB = 256
 REPEATS = 30
 WARMUP = 2
+# in-context repetitions: each contender timed at least MIN_TIMED_S in all
+# (traffic included), at most MAX_REPEATS times
+MIN_TIMED_S = 0.05
+MAX_REPEATS = 300
 # candidates of ours compiled ahead for the walk (it sees 8; pruning may
 # skip some)
 WALK_AHEAD = 10
@@ -219,16 +225,35 @@ def rotated(items, start):
     return items[start:] + items[:start]
 
 
+def repeats_for(warm_s, repeats, min_timed_s=0.0, max_repeats=None):
+    """Timed repetitions: at least `repeats`, more where one sequence of
+    the slowest contender (warm_s seconds, from the warm-up) times that
+    many fall short of min_timed_s, at most max_repeats.  Short kernels
+    differ by a few per cent in context; their medians need more samples
+    than the long ones' to rank them."""
+    if not min_timed_s or warm_s <= 0:
+        return repeats
+    want = math.ceil(min_timed_s / warm_s)
+    if max_repeats is not None:
+        want = min(want, max_repeats)
+    return max(repeats, want)
+
+
 def measure_in_context(timer, contenders, traffic, producer, consumer,
-                       repeats=REPEATS, warmup=WARMUP):
+                       repeats=REPEATS, warmup=WARMUP, min_timed_s=0.0,
+                       max_repeats=MAX_REPEATS):
     """{name: {'ctx_s', 'kctx_s'}}: medians over the repetitions of
     producer + kernel + consumer and of the kernel alone, each sequence
     traffic, producer, kernel, consumer timed by timer.sequence (a list of
     Stages -> seconds each).  Repetition r runs the contenders in turn
-    from the r-th; the first `warmup` repetitions are not counted."""
+    from the r-th; the first `warmup` repetitions are not counted.  With
+    min_timed_s the count of timed repetitions is repeats_for the
+    slowest contender's last warm-up sequence (traffic included)."""
     tot = {c.name: [] for c in contenders}
     ker = {c.name: [] for c in contenders}
-    for rep in range(warmup + repeats):
+    warm = {}
+    rep = 0
+    while rep < warmup + repeats:
         for c in rotated(list(contenders), rep):
             ts = timer.sequence([traffic, producer, c, consumer])
             if len(ts) != 4:
@@ -237,6 +262,12 @@ def measure_in_context(timer, contenders, traffic, producer, consumer,
             if rep >= warmup:
                 tot[c.name].append(ts[1] + ts[2] + ts[3])
                 ker[c.name].append(ts[2])
+            else:
+                warm[c.name] = sum(ts)
+        rep += 1
+        if rep == warmup and warm:
+            repeats = repeats_for(max(warm.values()), repeats, min_timed_s,
+                                  max_repeats)
     return {k: {'ctx_s': statistics.median(tot[k]),
                 'kctx_s': statistics.median(ker[k])} for k in tot}
 
@@ -617,7 +648,9 @@ def run_one(dev, around, name, A, n, futs, upfut, ops, cc, args):
         timer = EventTimer(dev.cupy, dev.stream)
         with dev.stream:
             ctx = measure_in_context(timer, stages, traffic, producer,
-                                     consumer, args.repeats)
+                                     consumer, args.repeats,
+                                     min_timed_s=args.min_timed_ms/1e3,
+                                     max_repeats=args.max_repeats)
             hot = measure_hot(timer, stages, args.repeats)
         row = summary_row(base, ctx, hot, first8, pol)
         row.update(walk_pick=wv, up_pick=uv, nfail=ours.fail + up.fail)
@@ -699,7 +732,13 @@ def main(argv=None):
                     help='n targets (columns; rounded to PyFR padding)')
     ap.add_argument('--budget', type=float, default=420,
                     help='start no new operator after this many seconds')
-    ap.add_argument('--repeats', type=int, default=REPEATS)
+    ap.add_argument('--repeats', type=int, default=REPEATS,
+                    help='timed repetitions (at least)')
+    ap.add_argument('--min-timed-ms', type=float, default=MIN_TIMED_S*1e3,
+                    help='in context, more repetitions (up to '
+                    '--max-repeats) until each contender is timed this '
+                    'long in all; 0: --repeats')
+    ap.add_argument('--max-repeats', type=int, default=MAX_REPEATS)
     ap.add_argument('--flush-cap-mib', type=float, default=FLUSH_CAP_MIB)
     ap.add_argument('--first8', action='store_true',
                     help='also time every candidate our walk saw')

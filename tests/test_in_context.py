@@ -187,6 +187,30 @@ def test_in_context_sequence_and_medians():
     assert res['up'] == {'ctx_s': 9.0, 'kctx_s': 6.0}
 
 
+def test_repeats_for_short_and_long_sequences():
+    # 1 ms sequences, 50 ms wanted: 50 repetitions, within the bounds
+    assert ic.repeats_for(1e-3, 30, 0.05, 300) == 50
+    assert ic.repeats_for(1e-4, 30, 0.05, 300) == 300
+    assert ic.repeats_for(1e-2, 30, 0.05, 300) == 30
+    assert ic.repeats_for(1e-4, 30, 0.0, 300) == 30
+
+
+def test_in_context_times_short_kernels_more_often():
+    traffic, prod, cons = _stages('traffic', 'producer', 'consumer')
+    ours, up = _stages('ours', 'up')
+    # warm-up sequence: 1 + 1 + 1 + 2 = 5 s (up's), 40 s wanted -> 8 reps
+    timer = FakeTimer({'traffic': 1.0, 'producer': 1.0, 'consumer': 1.0,
+                       'ours': [1.0] + [3.0]*7 + [30.0],
+                       'up': [2.0] + [4.0]*8})
+    res = ic.measure_in_context(timer, [ours, up], traffic, prod, cons,
+                                repeats=2, warmup=1, min_timed_s=40.0,
+                                max_repeats=100)
+    assert len(timer.log) == 2*(1 + 8)
+    # ours: seven 3 s and one 30 s kernel -> median 3 (2 repeats: 16.5)
+    assert res['ours']['kctx_s'] == 3.0
+    assert res['up'] == {'ctx_s': 6.0, 'kctx_s': 4.0}
+
+
 def test_in_context_refuses_a_short_timer():
     class Short(FakeTimer):
         def sequence(self, stages):
