@@ -261,3 +261,27 @@ def _slab_order(shape, packed, block_m, block_k):
         return None
     return SlabOrder(tuple(int(i) for i in r), tuple(int(used[j]) for j in c),
                      live, natural)
+
+
+# The matrix-core GEMMs (CUDA mma-gemm, HIP mfma-gemm) run A reordered
+# only where slab_order leaves at most this fraction of the live slabs of
+# A's order: gathering B's rows and scattering C's costs a little.  H100,
+# n = 110080 (bench/results/cuda-h100-context-reorder.csv): 0.49-0.65 of
+# the slabs, kernel 0.63-0.76 of the time; 0.62 and 0.87, 0.99 (beta 1,
+# C's traffic the most of the bytes); 0.95, 1.02-1.07 of the time.
+REORDER_MAX_LIVE = 0.9
+
+
+def useful_slab_order(A, block_m, block_k):
+    """slab_order(A, block_m, block_k) where it keeps at most
+    REORDER_MAX_LIVE of the live slabs of A's order, else None."""
+    order = slab_order(A, block_m, block_k)
+    if order is None or order.live > REORDER_MAX_LIVE*order.natural:
+        return None
+    return order
+
+
+def reordered(A, rows, cols):
+    """A in a kernel's order: its rows rows, its columns cols (a
+    SlabOrder's, a plan's)."""
+    return np.asarray(A)[list(rows)][:, list(cols)]

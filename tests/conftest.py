@@ -54,6 +54,18 @@ def random_operator(rng, m, k, density, pool=None):
     return np.where(mask, vals, 0.0)
 
 
+def kron_like(rng, m=200, k=46, blocks=5, bk=9):
+    """`blocks` blocks of m/blocks rows x bk columns on the diagonal (the
+    columns beyond them zero), rows and columns shuffled: a pattern
+    gimmik.analysis.slab_order gathers back into blocks (prism operators
+    are of this kind)."""
+    A = np.zeros((m, k))
+    h = m // blocks
+    for b in range(blocks):
+        A[h*b:h*(b + 1), bk*b:bk*(b + 1)] = rng.standard_normal((h, bk))
+    return A[rng.permutation(m)][:, rng.permutation(k)]
+
+
 def group_operator(rng, m=40, k=24, density=0.15):
     """A sparse operator with zero rows, for the row-grouped and batched
     plans: row 3 alone and rows 10-13 together (a zero row's C is read

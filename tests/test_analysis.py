@@ -4,9 +4,10 @@ import pytest
 from gimmik.analysis import (SPARSE_GEMM_MAX_LIVE, SPARSE_GEMM_MIN_DENSITY,
                              SPARSE_GEMM_MIN_NNZ,
                              OperatorInfo, analyse, chunks, ksplit_ranges,
-                             live_slabs, slab_order, sparse_gemm_worth_it,
+                             live_slabs, reordered, slab_order,
+                             sparse_gemm_worth_it, useful_slab_order,
                              split_even)
-from gimmik import plans
+from gimmik import analysis, plans
 
 
 def brute_force(A):
@@ -324,3 +325,22 @@ def test_sparse_gemm_worth_it_for_fewer_non_zeros_where_reordered(rng):
     assert info.slab_live > SPARSE_GEMM_MAX_LIVE
     assert not sparse_gemm_worth_it(info)
     assert analyse(np.eye(8)).slab_live is None
+
+
+def test_useful_slab_order_and_reordered(rng, monkeypatch):
+    # shuffled blocks: an order with far fewer live slabs, A in it exact
+    A = np.kron(np.eye(4), rng.standard_normal((16, 8)))
+    A = A[rng.permutation(64)][:, rng.permutation(32)]
+    order = useful_slab_order(A, 16, 8)
+    assert order is not None and order.live <= 0.5*order.natural
+    R = reordered(A, order.rows, order.cols)
+    assert R.shape == (64, 32)
+    assert np.array_equal(R, A[list(order.rows)][:, list(order.cols)])
+    assert live_slabs(R != 0, 16, 8).sum() == order.live
+    # an order keeping more than REORDER_MAX_LIVE of A's live slabs is
+    # none
+    bound = order.live / order.natural
+    monkeypatch.setattr(analysis, 'REORDER_MAX_LIVE', 0.99*bound)
+    assert useful_slab_order(A, 16, 8) is None
+    monkeypatch.setattr(analysis, 'REORDER_MAX_LIVE', bound)
+    assert useful_slab_order(A, 16, 8) == order

@@ -16,7 +16,7 @@ import tempfile
 import numpy as np
 import pytest
 
-from conftest import random_operator
+from conftest import kron_like, random_operator
 from gimmik.base import Candidate
 from gimmik.emulate import run_cuda
 from gimmik.validate import check_dtype
@@ -562,17 +562,6 @@ GEMM_EMU = [  # (shape params, operator, beta, baked)
           nbuf=3, skip=True, cpre=True, tiles=3, reorder=True), 'kron',
      -0.5, True),
 ]
-
-
-def kron_like(rng, m=200, k=46):
-    """Five blocks of m/5 rows x 9 columns (the columns beyond 45 zero),
-    rows and columns shuffled: a pattern gemm_order gathers back into
-    blocks."""
-    A = np.zeros((m, k))
-    h = m // 5
-    for b in range(5):
-        A[h*b:h*(b + 1), 9*b:9*(b + 1)] = rng.standard_normal((h, 9))
-    return A[rng.permutation(m)][:, rng.permutation(k)]
 
 
 @pytest.mark.skipif(GXX is None, reason='g++ is not installed')

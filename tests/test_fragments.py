@@ -399,7 +399,7 @@ def test_gemm_reordered_plan_reproduces_product(rng, shape):
     ref = A @ B
     err = np.abs(gemm_reference(plan, A, B) - ref).max() / np.abs(ref).max()
     assert err <= 1e-13
-    # an order keeping more than GEMM_REORDER_MAX_LIVE: A's own
+    # an order keeping more than analysis.REORDER_MAX_LIVE: A's own
     assert gemm_plan(np.ones((96, 50)), shape, reorder=True,
                      **geom).rows is None
 

@@ -2,7 +2,8 @@
 gimmik/families/mfma_gemm.py): its plan against a NumPy
 model of the kernel, its gate and place in the HIP table, exact results in
 the CPU executor (ragged n, padded ldb and ldc, beta 0/1/other, baked and
-runtime n), a mis-baked kernel caught, and, where clang-19 and hiprtc are
+runtime n; A reordered), a mis-baked kernel and one ignoring a row table
+caught, and, where clang-19 and hiprtc are
 installed, the real AMDGPU code: at least two waves per SIMD, no scratch.
 
 With --full: the ISA of every MFMA candidate (mfma-dense and mfma-gemm) of
@@ -11,7 +12,7 @@ every dense operator of the PyFR suite, on gfx942 and gfx90a."""
 import numpy as np
 import pytest
 
-from conftest import Panels, full_run, random_operator, rel_error
+from conftest import Panels, full_run, kron_like, random_operator, rel_error
 from gimmik.fragments import mfma_tiled as mg
 from gimmik.analysis import DENSE_DENSITY
 from gimmik.base import Candidate
@@ -278,6 +279,71 @@ def test_misbaked_kernel_fails(rng, monkeypatch):
     assert rel_error(p.c, p.ref) > 1e-6
 
 
+# -- sparse operators, A reordered --------------------------------------------
+# Tilings of the reordered kernel's tests (64 and 128 columns a block: the
+# B row table read for one and for two rows a wavefront)
+REORDERED = [dict(mwaves=2, nwaves=2, wm=2, wn=4, kstage=2),
+             dict(mwaves=4, nwaves=1, wm=2, wn=4, kstage=2),
+             dict(mwaves=2, nwaves=2, wm=4, wn=2, kstage=2)]
+
+
+def sparse_kron(rng):
+    """A prism-like sparse operator: 6 blocks of 50 x 16 (4800 non-zeros,
+    density 0.17), rows and columns shuffled."""
+    return kron_like(rng, 300, 100, blocks=6, bk=16)
+
+
+def _reordered(A, beta, aligne, **sizes):
+    """The generator and mfma-gemm Candidates running A reordered (not
+    offered by the table: see gimmik.families.mfma_gemm)."""
+    mm = HIPMatMul(A, beta=beta, aligne=aligne, **sizes)
+    vec = 2 if mm.width2_ok() else 1
+    cands = [MfmaGemm.adapt(mm, dict(p, vec=vec, reorder=True))
+             for p in REORDERED]
+    return mm, [Candidate(MfmaGemm.name, p, {'gcn_arch': 'gfx942',
+                                             'warp_size': 64})
+                for p in cands if p is not None]
+
+
+def test_reordered_model_matches_numpy(rng):
+    A = sparse_kron(rng)
+    p = REORDERED[0]
+    plain, P = mg.plan(A, **p), mg.plan(A, reorder=True, **p)
+    assert sorted(P.rows) == list(range(300)) and len(P.cols) == 96
+    assert P.live_count.sum() <= 0.5*plain.live_count.sum()
+    B = rng.standard_normal((100, 150))
+    ref = A @ B
+    assert rel_error(mg.model_product(P, B), ref) <= 1e-13
+    # nothing to gain: A's own order, and no candidate asking to reorder
+    D = rng.standard_normal((100, 40))
+    assert mg.plan(D, reorder=True, **p).rows is None
+    assert _reordered(D, 0.0, 2)[1] == []
+
+
+def test_reordered_in_executor(rng):
+    A = sparse_kron(rng)
+    assert len(_reordered(A, 0.0, 2)[1]) == len(REORDERED)
+    assert _sweep(rng, A, _reordered, 2, HALF1) >= 3
+    assert _sweep(rng, A, _reordered, None, HALF2) >= 3
+
+
+@pytest.mark.parametrize('table', ['brow', 'crow'])
+def test_kernel_ignoring_a_row_table_fails(rng, table):
+    A = sparse_kron(rng)
+    mm, cands = _reordered(A, 0.0, 2)
+    src, meta = mm.render(cands[0], np.float64)
+    name = f'{meta["kname"]}_{table}'
+    # the table's entries as 0, 1, 2, ...: A's own order
+    head, rest = src.split(f'{name}[', 1)
+    size, rest = rest.split(']', 1)
+    body, rest = rest.split('};', 1)
+    ident = ', '.join(str(i) for i in range(int(size)))
+    src = f'{head}{name}[{size}]{body.split("{")[0]}{{{ident}}};{rest}'
+    p = Panels(rng, A, 0.0, np.float64, 200)
+    run_hip(src, meta, p.b, p.c)
+    assert rel_error(p.c, p.ref) > 1e-3
+
+
 # -- the real ISA and hiprtc -------------------------------------------------
 def _inspect_or_skip():
     isa = pytest.importorskip('gimmik.isa')
@@ -323,6 +389,13 @@ def test_isa_waves_and_scratch(rng, arch):
     name = 'p6-pyr-m460'         # 420 x 140: mfma-dense at 1 wave before
     A = pyfr_dense(name)[name]
     check_reports(name, mfma_reports(isa, A, arch, 0.0, None), arch)
+    # A reordered (its row tables in constant memory), beta 1
+    mm, cands = _reordered(sparse_kron(rng), 1.0, 2)
+    rendered = [mm.render(c, np.float64) for c in cands]
+    reps = isa.inspect_many([(src, arch) for src, _ in rendered], workers=2)
+    check_reports('kron 300x100', [(m['variant'], m['params'], m, r)
+                                   for (_, m), r in zip(rendered, reps)],
+                  arch)
 
 
 def test_hiprtc_compiles(rng, tmp_path, request):

@@ -1,7 +1,18 @@
 """mfma-gemm (HIP, f64): a 2-D tiled GEMM on v_mfma_f64_16x16x4f64 for
 dense operators too large for mfma-dense (gimmik.fragments.mfma_tiled: a
 workgroup owns an m-block x n-block of C, A's slices and B's tiles
-double-buffered through LDS, zero slabs of A skipped)."""
+double-buffered through LDS, zero slabs of A skipped).
+
+Parameter ``reorder``: A runs with its rows and used columns in
+mfma_tiled.gemm_order's order (fewer live slabs; B's rows gathered, C's
+scattered through tables), the HIP side of CUDA's reordered mma-gemm for
+prism-like sparse operators.  Exact in the executor, no scratch and 2-3
+waves per SIMD on gfx90a/gfx942 for the prism operators of orders 4-7,
+but no table row asks for it yet: its stage loop waits for all loads
+(`s_waitcnt vmcnt(0)`) 5-8 times in 19-26 global loads, above the offer
+audit's batching bound (bench/hip_offer_audit.py: one per 8 loads or per
+m-block) on the prisms' 3-5 m-blocks, and offered it would displace
+candidates that meet it."""
 
 from gimmik.fragments import mfma_tiled as mt
 from gimmik.fragments.mfma import MFMA_M, WAVE
@@ -19,18 +30,27 @@ class MfmaGemm(Family):
     def adapt(cls, mm, params):
         """wm cut down so that the m-tiles spread evenly over the fewest
         m-blocks, mwaves capped at the m-tiles; None below mt.MIN_WAVES
-        waves per SIMD by the estimate."""
+        waves per SIMD by the estimate, and for a row asking to reorder A
+        where gemm_order finds no order with fewer live slabs."""
         m, k = mm.info.m, mm.info.k
         p = dict(params)
         p['mwaves'] = min(p['mwaves'], -(-m // MFMA_M))
-        p['wm'] = mt.geometry_of(m, k, **p)['wm']
-        if mt.waves_estimate(p, m, k) < mt.MIN_WAVES:
+        tiling = {x: v for x, v in p.items() if x != 'reorder'}
+        p['wm'] = mt.geometry_of(m, k, **tiling)['wm']
+        tiling['wm'] = p['wm']
+        if mt.waves_estimate(tiling, m, k) < mt.MIN_WAVES:
+            return None
+        if p.get('reorder') and mt.gemm_order(mm.A, **tiling) is None:
             return None
         return p
 
+    def tiling(self):
+        """The parameters that set the tiling (all but reorder)."""
+        return {x: v for x, v in self.params.items() if x != 'reorder'}
+
     def geometry(self):
         p = self.params
-        g = mt.geometry_of(self.info.m, self.info.k, **p)
+        g = mt.geometry_of(self.info.m, self.info.k, **self.tiling())
         return Geometry((WAVE, p['mwaves']*p['nwaves'], 1), g['lds_bytes'],
                         1, cols_per_block=g['block_n'],
                         row_groups=g['m_blocks'])
@@ -42,6 +62,6 @@ class MfmaGemm(Family):
         return {'plan': self.plan, 'waves': mt.MIN_WAVES}
 
     def registers(self):
-        vgprs, agprs = mt.register_estimate(self.params, self.info.m,
+        vgprs, agprs = mt.register_estimate(self.tiling(), self.info.m,
                                             self.info.k)
         return vgprs + agprs

@@ -15,6 +15,7 @@ registers for the 64 x 64 tile (4-12 bytes spilled at 128 for m of 56-64
 and k of 64-252; none with k of 30-40, fewer m-tiles or two m-blocks or
 more, bench/results/cuda-spill-audit.csv)."""
 
+from gimmik.analysis import reordered
 from gimmik.fragments import mma
 from gimmik.families import Family, Geometry
 
@@ -56,7 +57,7 @@ class MmaGemm(Family):
             if order is None:
                 del p['reorder']
             else:
-                A = mma.gemm_reordered(A, order.rows, order.cols)
+                A = reordered(A, order.rows, order.cols)
         if p.get('skip') and mma.gemm_live_stages(A, **tiling).all():
             del p['skip']
         return p

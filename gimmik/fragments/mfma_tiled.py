@@ -19,7 +19,11 @@ slice of A (from a table baked in fragment order) and its block_k x block_n
 tile of B are read into registers one stage ahead and written to the other
 of two LDS buffers after the current stage's MFMAs (one barrier per stage).
 An m-block runs only its live stages: those where its block_m x block_k slab
-of A has a non-zero.
+of A has a non-zero.  With ``reorder`` (sparse A whose non-zeros are spread
+over many slabs: prisms) A runs with its rows and used columns in
+gemm_order's order, with fewer live slabs: a stage's rows of B are read
+through a table of B row indices (wave-uniform, scalar loads) and C's rows
+written through a table of C row indices.
 
 Lane layout (the shared MFMA facts, section 1): with L the lane, g = L // 16,
 t = L % 16, lane L feeds A[row t][k g] and B[k g][col t] and holds
@@ -31,9 +35,11 @@ stored; columns of B past n and rows past k are staged as zeros, so that
 every MFMA runs on all 64 lanes in wave-uniform control flow.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+
+from gimmik.analysis import reordered, useful_slab_order
 
 from gimmik.fragments.mfma import (MFMA_K, MFMA_M, MFMA_N, WAVE,
                                    lane_coords, mfma_f64_16x16x4)
@@ -154,6 +160,10 @@ class MfmaGemmPlan:
     live_count: np.ndarray     # (m_blocks,)
     live_stages: np.ndarray    # (m_blocks, slots)
     table: np.ndarray          # flat, m_blocks*slots*block_m*block_k
+    # reorder: the plan's row i is A's row rows[i] and its k index j A's
+    # column cols[j] (gemm_order); None: A's own order
+    rows: tuple = None
+    cols: tuple = None
 
     @property
     def nwaves_total(self):
@@ -208,9 +218,26 @@ class MfmaGemmPlan:
         return wx*self.wn*MFMA_N + 32*(nt // 2) + 2*t + nt % 2
 
 
-def plan(A, mwaves, nwaves, wm, wn, kstage, vec=2):
-    """The mfma-gemm plan of a parameter set for operator A."""
+def gemm_order(A, mwaves, nwaves, wm, wn, kstage, vec=2):
+    """The order of A's rows and used columns this parameter set's kernel
+    runs A in (gimmik.analysis.useful_slab_order of its block_m x block_k
+    slabs), or None."""
+    g = geometry_of(*np.shape(A), mwaves, nwaves, wm, wn, kstage, vec)
+    return useful_slab_order(A, g['block_m'], g['block_k'])
+
+
+def plan(A, mwaves, nwaves, wm, wn, kstage, vec=2, reorder=False):
+    """The mfma-gemm plan of a parameter set for operator A; reorder: A's
+    rows and used columns in gemm_order's order where it has one (the
+    kernel gathers B's rows and scatters C's rows by the plan's
+    tables)."""
     A = np.asarray(A, dtype=np.float64)
+    rows = cols = None
+    if reorder:
+        order = gemm_order(A, mwaves, nwaves, wm, wn, kstage, vec)
+        if order is not None:
+            rows, cols = order.rows, order.cols
+            A = reordered(A, rows, cols)
     m, k = A.shape
     g = geometry_of(m, k, mwaves, nwaves, wm, wn, kstage, vec)
     wm, nmb, nst = g['wm'], g['m_blocks'], g['stages']
@@ -233,15 +260,21 @@ def plan(A, mwaves, nwaves, wm, wn, kstage, vec=2):
         tab[mb, :cnt[mb]] = F[mb, kidx[mb, :cnt[mb]]]
     return MfmaGemmPlan(m, k, mwaves, nwaves, wm, wn, kstage, vec, nmb, nst,
                         BM, g['block_n'], BK, g['b_stride'], slots, cnt, kidx,
-                        tab.reshape(-1))
+                        tab.reshape(-1), rows, cols)
 
 
 def model_product(P, B):
     """A @ B the way the kernel computes it: per block, wavefront, live
     stage and k-step, A fragments read from P.table and B fragments from
     the staged tile at the kernel's offsets, one modelled MFMA at a time,
-    and C written through the accumulator layout.  For tests."""
+    and C written through the accumulator layout (a reordered plan on B's
+    rows in its order, C's rows put back).  For tests."""
     B = np.asarray(B, dtype=np.float64)
+    if P.rows is not None:
+        C = np.zeros((len(P.rows), B.shape[1]))
+        C[list(P.rows)] = model_product(replace(P, rows=None, cols=None),
+                                        B[list(P.cols)])
+        return C
     n = B.shape[1]
     gg, t = lane_coords()
     nnb = -(-n // P.block_n)

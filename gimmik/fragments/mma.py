@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gimmik.analysis import slab_order
+from gimmik.analysis import reordered, useful_slab_order
 
 WARP = 32              # lanes of a CUDA warp
 
@@ -282,32 +282,14 @@ def _gemm_pad(A, rows, cols):
     return pad
 
 
-# mma-gemm reorders A (gemm_order) only where that leaves at most this
-# fraction of the live slabs of A's order: gathering B's rows and
-# scattering C's costs a little.  H100, n = 110080 (bench/results/
-# cuda-h100-context-reorder.csv): 0.49-0.65 of the slabs, kernel 0.63-0.76
-# of the time; 0.62 and 0.87, 0.99 (beta 1, C's traffic the most of the
-# bytes); 0.95, 1.02-1.07 of the time.
-GEMM_REORDER_MAX_LIVE = 0.9
-
-
 def gemm_order(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf):
-    """The SlabOrder (gimmik.analysis.slab_order) of A's rows and used
-    columns for this tiling's BM x BK slabs, or None where it keeps more
-    than GEMM_REORDER_MAX_LIVE of the live slabs of A's order."""
+    """The order of A's rows and used columns this tiling's kernel runs
+    A in (gimmik.analysis.useful_slab_order of its BM x BK slabs), or
+    None."""
     m, k = A.shape
     _, _, _, BM, _, BK = gemm_geometry(m, k, shape, mwarps, nwarps, wm, wn,
                                        kstage, nbuf)
-    order = slab_order(A, BM, BK)
-    if order is None or order.live > GEMM_REORDER_MAX_LIVE*order.natural:
-        return None
-    return order
-
-
-def gemm_reordered(A, rows, cols):
-    """A in a kernel's order: its rows rows, its columns cols (a
-    SlabOrder's, a plan's)."""
-    return np.asarray(A)[list(rows)][:, list(cols)]
+    return useful_slab_order(A, BM, BK)
 
 
 def gemm_live_stages(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf,
@@ -385,7 +367,7 @@ def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
         order = gemm_order(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf)
         if order is not None:
             rows, cols = order.rows, order.cols
-            A = gemm_reordered(A, rows, cols)
+            A = reordered(A, rows, cols)
     m, k = A.shape
     MT, KT = GEMM_SHAPES[shape]
     wm, nmb, nst, BM, BN, BK = gemm_geometry(m, k, shape, mwarps, nwarps,
@@ -429,7 +411,7 @@ def gemm_reference(plan, A, B):
     plan on A and B in its order, C's rows put back); for tests."""
     P = plan
     if P.rows is not None:
-        Ak = gemm_reordered(A, P.rows, P.cols)
+        Ak = reordered(A, P.rows, P.cols)
         C = np.zeros((A.shape[0], B.shape[1]))
         C[list(P.rows)] = gemm_reference(
             _unordered(P), Ak, np.asarray(B)[list(P.cols)])

@@ -21,6 +21,19 @@
     kpad = P.k_padded
     V = P.vec
     tab = f'{kname}_atab'
+    # reordered A: stage row r of B is B's row brow[r] (the kernel's k runs
+    # over A's used columns, P.k of them), row i of C is C's row crow[i]
+    RO = P.rows is not None
+    BN2 = BN // 2
+    # lanes of a wavefront per staged B row, where a row spans part of one
+    RPW = 1 if BN2 % 64 == 0 else 64 // BN2
+    # the live-stage tables: int where the B row table is indexed by their
+    # values (scalar loads, which have no 16-bit form, keep the stage and
+    # the rows it reads in SGPRs: no wait for vector loads before B's)
+    itype = 'int' if RO else 'short'
+    # the B row table reaches past the last stage by the rows a stage's
+    # last chunks would start (zeros: read, never used)
+    NBROW = NST*BK + -(-NB*NT // BN2) + RPW
 
     def upd(x, cval):
         if beta == 0:
@@ -47,8 +60,15 @@ __constant__ __attribute__((aligned(16))) const double ${tab}[${P.table.size}] =
 % if not full:
 
 // per m-block: its live stages (slot -> stage) and their count
-__constant__ const short ${kname}_kidx[${P.live_stages.size}] = {${', '.join(str(int(x)) for x in P.live_stages.reshape(-1))}};
-__constant__ const short ${kname}_cnt[${NMB}] = {${', '.join(str(int(x)) for x in P.live_count)}};
+__constant__ const ${itype} ${kname}_kidx[${P.live_stages.size}] = {${', '.join(str(int(x)) for x in P.live_stages.reshape(-1))}};
+__constant__ const ${itype} ${kname}_cnt[${NMB}] = {${', '.join(str(int(x)) for x in P.live_count)}};
+% endif
+% if RO:
+
+// A reordered: row r of a stage of B is B's row brow[r], row i of C is C's
+// row crow[i] (zeros past k and m)
+__constant__ const int ${kname}_brow[${NBROW}] = {${', '.join(str(x) for x in list(P.cols) + [0]*(NBROW - P.k))}};
+__constant__ __attribute__((aligned(16))) const int ${kname}_crow[${NMB*BM}] = {${', '.join(str(x) for x in list(P.rows) + [0]*(NMB*BM - m))}};
 % endif
 
 ## Read chunk it of the stage with index `st` (its slot `sl`) into registers.
@@ -65,15 +85,26 @@ __constant__ const short ${kname}_cnt[${NMB}] = {${', '.join(str(int(x)) for x i
 <% idx = f'(tid + {it*NT})' %>\
         {
             const int r = ${idx} / ${BN // 2}, cc = 2*(${idx} % ${BN // 2});
-            const int row = ${st}*${BK} + r, col = col0 + cc;
+<% kr = 'kr' if RO else 'row' %>\
+            const int ${kr} = ${st}*${BK} + r, col = col0 + cc;
 <%
     conds = []
     if (it + 1)*NT > P.b_chunks:
         conds.append(f'{idx} < {P.b_chunks}')
     if kpad:
-        conds.append(f'row < {k}')
+        conds.append(f'{kr} < {P.k}')
     ok = ' && '.join(conds)
 %>\
+% if RO:
+            // the wavefront's staged rows of B from the row table (lane 0's
+            // row and the next ${RPW - 1}: wave-uniform, scalar loads)
+            const int kr0 = ${st}*${BK} + (64*wave + ${it*NT}) / ${BN2};
+% if RPW == 1:
+            const int row = ${kname}_brow[kr0];
+% else:
+            const int row = ${' : '.join([f'lane < {BN2*(j + 1)} ? {kname}_brow[kr0 + {j}]' for j in range(RPW - 1)] + [f'{kname}_brow[kr0 + {RPW - 1}]'])};
+% endif
+% endif
             pb${it} = gimmik_v2{0.0, 0.0};
 % if ok:
             if (${ok})
@@ -141,12 +172,26 @@ __constant__ const short ${kname}_cnt[${NMB}] = {${', '.join(str(int(x)) for x i
 ## C = acc + beta*C for this wavefront's tiles; rows past m and columns
 ## past n untouched.
 <%def name="epilogue()">\
+% if RO:
+    // rows of C from the row table (loaded together, before the stores)
+    const int* __restrict__ crw = ${kname}_crow + mb*${BM} + wy*${16*WM};
+% for i in range(WM):
+% for v in range(4):
+<% r = 16*i + 4*v %>\
+    const int crow${i}_${v} = crw[${r} + g];
+% endfor
+% endfor
+% endif
 % for i in range(WM):
 % for v in range(4):
 <% r = 16*i + 4*v %>\
     if (row0 + ${r} < ${m})
     {
+% if RO:
+        ${dtype}* cr = c + crow${i}_${v}*ldcl;
+% else:
         ${dtype}* cr = c + (row0 + ${r})*ldcl;
+% endif
 % for j in range(WN // 2):
 <%
     x0, x1 = f'acc{i}_{2*j}[{v}]', f'acc{i}_{2*j + 1}[{v}]'
@@ -189,7 +234,7 @@ ${self.prologue()}\
     const int nst = ${NST};
 % else:
     const int nst = ${kname}_cnt[mb];
-    const short* __restrict__ kidx = ${kname}_kidx + mb*${NSL};
+    const ${itype}* __restrict__ kidx = ${kname}_kidx + mb*${NSL};
 % endif
     const gimmik_v4d zero4 = {0.0, 0.0, 0.0, 0.0};
 % for i in range(WM):
