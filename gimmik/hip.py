@@ -5,7 +5,7 @@ import numbers
 
 import numpy as np
 
-from gimmik.analysis import DENSE_DENSITY
+from gimmik.analysis import DENSE_DENSITY, sparse_gemm_worth_it
 from gimmik.base import MatMul, Row, check_table
 from gimmik.families.bstream import Bstream
 from gimmik.families.bstream_mgroup import BstreamMgroup
@@ -78,6 +78,24 @@ MFMA_GEMM_ROWS = [
               dict(mwaves=2, nwaves=2, wm=4, wn=2, kstage=2))
     for vec, gate in ((2, 'mfma gemm w2'), (1, 'mfma gemm scalar'))]
 
+# mfma-gemm for sparse operators whose non-zeros fill few slabs once A's
+# rows and used columns are reordered (gate 'mfmasparse': the MFMA arch
+# gate, A sparser than DENSE_DENSITY, analysis.sparse_gemm_worth_it and C
+# not read: prisms of orders 4 and up); a row is dropped where gemm_order
+# finds no better order (MfmaGemm.adapt).  With beta*C read its epilogue
+# waits for each row's loads of C before its stores (clang-19, the prisms'
+# M3/M6: 5-11 full waits in 23-43 loads, over the offer audit's batching
+# bound), and the twin gained little there (CUDA in context, pri m3/m6:
+# -1.1 % to +1.3 %, bench/results/cuda-h100-context-reorder3.csv)
+MFMA_SPARSE_ROWS = [
+    Row(f'sparse-{p["mwaves"]}x{p["nwaves"]}-{p["wm"]}x{p["wn"]}'
+        f'-k{p["kstage"]}-vec{vec}', MfmaGemm, dict(p, vec=vec, reorder=True),
+        gate)
+    for p in (dict(mwaves=2, nwaves=2, wm=2, wn=4, kstage=2),
+              dict(mwaves=4, nwaves=1, wm=2, wn=4, kstage=2),
+              dict(mwaves=2, nwaves=2, wm=4, wn=2, kstage=2))
+    for vec, gate in ((2, 'mfmasparse w2'), (1, 'mfmasparse scalar'))]
+
 
 # Rows of A beyond which the register-bounded rows are offered (gate
 # 'bigm')
@@ -138,6 +156,7 @@ CANDIDATES = [
                 dict(msplit=1, pipe=0))
       for vec, gate in ((2, 'mfma w2'), (1, 'mfma scalar'))],
     *MFMA_GEMM_ROWS,
+    *MFMA_SPARSE_ROWS,
     # bstream-msplit: bsz B rows per LDS stage (two stages); width 2 with
     # bsz 16 takes 32 KiB of LDS per block, one block per 2 SIMDs of a CU
     # (1 wave/SIMD at msplit 2), bsz 8 half that (2 waves/SIMD)
@@ -168,7 +187,7 @@ CANDIDATES = [
     *BOUNDED_ROWS,
 ]
 
-GATES = ('w2', 'scalar', 'beta', 'mfma', 'gemm', 'bigm')
+GATES = ('w2', 'scalar', 'beta', 'mfma', 'mfmasparse', 'gemm', 'bigm')
 
 
 def _gates(mm, dtype, arch, warp_size=64):
@@ -178,15 +197,24 @@ def _gates(mm, dtype, arch, warp_size=64):
         'scalar': not mm.width2_ok(),
         'beta': mm.beta != 0,
         'mfma': mfma_ok(mm.info, dtype, arch, warp_size),
+        'mfmasparse': (mfma_arch_ok(dtype, arch, warp_size)
+                       and mm.beta == 0 and mm.info.density < DENSE_DENSITY
+                       and sparse_gemm_worth_it(mm.info)),
         'gemm': max(mm.info.m, mm.info.k) > mfma_tiled.MIN_DIM,
         'bigm': mm.info.m > BIG_M,
     }
 
 
+def mfma_arch_ok(dtype, arch, warp_size=64):
+    """f64 on an arch with the f64 MFMA, wave64 (see MFMA_ARCHS)."""
+    return (dtype == np.float64 and arch.split(':')[0] in MFMA_ARCHS
+            and warp_size == 64)
+
+
 def mfma_ok(info, dtype, arch, warp_size=64):
     """The gate of the mfma-dense family (see MFMA_ARCHS)."""
-    return (dtype == np.float64 and arch.split(':')[0] in MFMA_ARCHS
-            and warp_size == 64 and info.density >= DENSE_DENSITY)
+    return (mfma_arch_ok(dtype, arch, warp_size)
+            and info.density >= DENSE_DENSITY)
 
 
 check_table(CANDIDATES, GATES, 'hip', placed_rows('hip', CANDIDATES))

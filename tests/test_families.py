@@ -8,6 +8,7 @@ nothing uses are errors; one launch-limit check."""
 import numpy as np
 import pytest
 
+from conftest import kron_like
 from gimmik import c, cuda, hip
 from gimmik.base import Candidate, Row, check_table
 from gimmik.families import Family, Geometry, families, family
@@ -28,7 +29,9 @@ GPU = ('hip', 'cuda')
 def operators():
     """Operators of the shapes the tables' rows are written for: small
     and sparse, dense, dense with m and k beyond mfma-gemm's threshold,
-    and wide and sparse (the k-split in passes of rows)."""
+    wide and sparse (the k-split in passes of rows), and blocks of
+    non-zeros with rows and columns shuffled (mfma-gemm with A
+    reordered)."""
     rng = np.random.default_rng(7)
     sparse = rng.standard_normal((20, 15))*(rng.random((20, 15)) < 0.4)
     sparse[0, 0] = 1.0
@@ -36,7 +39,8 @@ def operators():
     wide[0, 0] = 1.0
     return [sparse, rng.standard_normal((48, 40)),
             rng.standard_normal((100, 120)),
-            rng.standard_normal((160, 200)), wide]
+            rng.standard_normal((160, 200)), wide,
+            kron_like(rng, 300, 100, blocks=6, bk=16)]
 
 
 def bind(platform, row, dtype=np.float64):

@@ -523,6 +523,34 @@ def test_large_sparse_offer_no_scratch_and_waves(name, beta):
         assert sum(w >= 2 for w in waves) >= 3, f'{name} {arch}: {waves}'
 
 
+# -- the prisms on the matrix cores: mfma-gemm with A reordered -------------
+# Offered first on prism operators of orders 5-7 (the cost model's order):
+# no scratch, 2 waves per SIMD, a stage's loads waited for once (the stage
+# loop without a branch between loads and LDS writes).
+REORDERED_OPS = ['p6-pri-m460', 'p5-pri-m0']
+
+
+@pytest.mark.parametrize('name', REORDERED_OPS)
+def test_reordered_mfma_gemm_offered_batched(name):
+    _clang_or_skip()
+    from gimmik.hip import HIPMatMul
+
+    mm = HIPMatMul(_operator(name), aligne=16, n=PYFR_N, ldb=PYFR_N,
+                   ldc=PYFR_N)
+    for arch in ARCHES:
+        first = [(src, meta) for src, meta
+                 in list(mm.kernels('float64', gcn_arch=arch))[:8]
+                 if meta['params'].get('reorder')]
+        assert len(first) >= 2, f'{name} {arch}'
+        reps = isa.inspect_many([(src, arch) for src, _ in first],
+                                workers=2)
+        for (_, meta), rep in zip(first, reps):
+            what = f'{name} {meta["variant"]} {arch}'
+            assert not isinstance(rep, Exception), f'{what}: {rep}'
+            assert rep['occupancy'] >= 2, what
+            assert_loads_batched(rep, what, meta.get('row_groups', 1))
+
+
 # -- the unrolled streams with beta != 0: loads batched ---------------------
 # A row's beta*C load consumed at once made clang-19 wait for all loads
 # nearly every row: cstream-mblock in 16 groups on a p4-pri-m6-shaped

@@ -20,7 +20,8 @@ from gimmik.families.mfma_dense import MfmaDense
 from gimmik.families.mfma_gemm import MfmaGemm
 from gimmik.emulate import run_hip
 from gimmik.verify import reference
-from gimmik.hip import CANDIDATES, MFMA_GEMM_ROWS, HIPMatMul
+from gimmik.hip import (CANDIDATES, MFMA_GEMM_ROWS, MFMA_SPARSE_ROWS,
+                        HIPMatMul)
 
 ARCHES = ('gfx942', 'gfx90a')
 MFMA_FAMILIES = (MfmaDense.name, MfmaGemm.name)
@@ -181,7 +182,8 @@ def test_table_order(rng):
     assert small[0] == MfmaDense.name and MfmaGemm.name in small
     big = fams(random_operator(rng, 420, 40, 1.0))
     assert big[0] == MfmaGemm.name
-    assert [r for r in CANDIDATES if r.family is MfmaGemm] == MFMA_GEMM_ROWS
+    assert [r for r in CANDIDATES if r.family is MfmaGemm] == \
+        MFMA_GEMM_ROWS + MFMA_SPARSE_ROWS
 
 
 def test_meta_and_grid(rng):
@@ -280,11 +282,10 @@ def test_misbaked_kernel_fails(rng, monkeypatch):
 
 
 # -- sparse operators, A reordered --------------------------------------------
-# Tilings of the reordered kernel's tests (64 and 128 columns a block: the
-# B row table read for one and for two rows a wavefront)
-REORDERED = [dict(mwaves=2, nwaves=2, wm=2, wn=4, kstage=2),
-             dict(mwaves=4, nwaves=1, wm=2, wn=4, kstage=2),
-             dict(mwaves=2, nwaves=2, wm=4, wn=2, kstage=2)]
+# The sparse rows' tilings (64 and 128 columns a block: the B row table
+# read for two rows and for one row a wavefront)
+REORDERED = [{k: v for k, v in r.params.items() if k not in ('vec', 'reorder')}
+             for r in MFMA_SPARSE_ROWS if r.params['vec'] == 2]
 
 
 def sparse_kron(rng):
@@ -294,15 +295,38 @@ def sparse_kron(rng):
 
 
 def _reordered(A, beta, aligne, **sizes):
-    """The generator and mfma-gemm Candidates running A reordered (not
-    offered by the table: see gimmik.families.mfma_gemm)."""
+    """The generator and mfma-gemm Candidates running A reordered: the
+    'mfmasparse' rows' parameters (the table offers them where beta is 0;
+    the kernel is exact for any beta)."""
     mm = HIPMatMul(A, beta=beta, aligne=aligne, **sizes)
     vec = 2 if mm.width2_ok() else 1
-    cands = [MfmaGemm.adapt(mm, dict(p, vec=vec, reorder=True))
-             for p in REORDERED]
+    params = [MfmaGemm.adapt(mm, dict(r.params, vec=vec))
+              for r in MFMA_SPARSE_ROWS if r.params['vec'] == vec]
     return mm, [Candidate(MfmaGemm.name, p, {'gcn_arch': 'gfx942',
                                              'warp_size': 64})
-                for p in cands if p is not None]
+                for p in params if p is not None]
+
+
+def test_sparse_gate(rng):
+    A = sparse_kron(rng)
+    ids = {r.id for r in MFMA_SPARSE_ROWS if r.id.endswith('vec2')}
+    assert len(ids) == len(REORDERED)
+    for arch, ws, dtype, offered in [('gfx942', 64, np.float64, True),
+                                     ('gfx90a:sramecc+:xnack-', 64,
+                                      np.float64, True),
+                                     ('gfx942', 64, np.float32, False),
+                                     ('gfx908', 64, np.float64, False),
+                                     ('gfx942', 32, np.float64, False)]:
+        mm = HIPMatMul(A, aligne=2)
+        got = {c.row for c in mm._candidates(dtype, arch, ws)}
+        assert (ids <= got) == offered and (ids & got == set()) != offered
+    # C read; sparse without blocks (no order with fewer live slabs), too
+    # few non-zeros, dense: none of the sparse rows
+    for B, beta in ((A, 1.0), (random_operator(rng, 300, 100, 0.17), 0.0),
+                    (A[:, :40], 0.0), (rng.standard_normal((300, 100)), 0.0)):
+        mm = HIPMatMul(B, beta=beta, aligne=2)
+        assert not any(c.params.get('reorder')
+                       for c in mm._candidates(np.float64, 'gfx942', 64))
 
 
 def test_reordered_model_matches_numpy(rng):
@@ -314,10 +338,9 @@ def test_reordered_model_matches_numpy(rng):
     B = rng.standard_normal((100, 150))
     ref = A @ B
     assert rel_error(mg.model_product(P, B), ref) <= 1e-13
-    # nothing to gain: A's own order, and no candidate asking to reorder
+    # nothing to gain: A's own order
     D = rng.standard_normal((100, 40))
     assert mg.plan(D, reorder=True, **p).rows is None
-    assert _reordered(D, 0.0, 2)[1] == []
 
 
 def test_reordered_in_executor(rng):
@@ -366,7 +389,7 @@ def mfma_reports(isa, A, arch, beta=1.0, aligne=2):
             for (_, meta), rep in zip(rendered, reps)]
 
 
-def check_reports(name, rows, arch):
+def check_reports(name, rows, arch, A):
     assert rows, f'{name}: no MFMA candidate'
     for variant, params, meta, rep in rows:
         what = f'{name} {variant} {arch}'
@@ -377,7 +400,7 @@ def check_reports(name, rows, arch):
             f'({rep["vgprs"]} VGPRs, {rep["agprs"]} AGPRs)'
         assert rep['lds_bytes'] == meta['shared'], what
         if meta['tplname'] == MfmaGemm.name:
-            assert rep['mfma'] == params['kstage']*params['wm']*params['wn']
+            assert rep['mfma'] == mg.plan(A, **params).kernel_mfmas, what
 
 
 @pytest.mark.parametrize('arch', ARCHES)
@@ -385,17 +408,15 @@ def test_isa_waves_and_scratch(rng, arch):
     isa = _inspect_or_skip()
     A = random_operator(rng, 150, 37, 0.9)
     A[:64, 8:16] = 0
-    check_reports('random 150x37', mfma_reports(isa, A, arch), arch)
+    check_reports('random 150x37', mfma_reports(isa, A, arch), arch, A)
     name = 'p6-pyr-m460'         # 420 x 140: mfma-dense at 1 wave before
     A = pyfr_dense(name)[name]
-    check_reports(name, mfma_reports(isa, A, arch, 0.0, None), arch)
-    # A reordered (its row tables in constant memory), beta 1
-    mm, cands = _reordered(sparse_kron(rng), 1.0, 2)
-    rendered = [mm.render(c, np.float64) for c in cands]
-    reps = isa.inspect_many([(src, arch) for src, _ in rendered], workers=2)
-    check_reports('kron 300x100', [(m['variant'], m['params'], m, r)
-                                   for (_, m), r in zip(rendered, reps)],
-                  arch)
+    check_reports(name, mfma_reports(isa, A, arch, 0.0, None), arch, A)
+    # sparse, A reordered (its row tables in constant memory)
+    A = sparse_kron(rng)
+    rows = mfma_reports(isa, A, arch, 0.0)
+    assert {p.get('reorder') for _, p, _, _ in rows} == {True}
+    check_reports('kron 300x100', rows, arch, A)
 
 
 def test_hiprtc_compiles(rng, tmp_path, request):
@@ -423,9 +444,8 @@ def test_hiprtc_compiles(rng, tmp_path, request):
             dis = subprocess.run([objdump, '-d', '--mcpu=gfx90a', str(obj)],
                                  capture_output=True, text=True,
                                  check=True).stdout
-            p = cand.params
             assert dis.count('v_mfma_f64_16x16x4') == \
-                p['kstage']*p['wm']*p['wn'], meta['variant']
+                mg.plan(A, **cand.params).kernel_mfmas, meta['variant']
         readelf = shutil.which('llvm-readelf-19')
         if readelf:
             notes = subprocess.run([readelf, '--notes', str(obj)],
@@ -448,4 +468,4 @@ def test_isa_every_dense_operator(arch):
         beta = 1.0 if parsed and parsed[2] in BETA_ONE_MATRICES else 0.0
         for aligne in (2, None):
             check_reports(name, mfma_reports(isa, A, arch, beta, aligne),
-                          arch)
+                          arch, A)

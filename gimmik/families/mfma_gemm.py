@@ -6,13 +6,7 @@ double-buffered through LDS, zero slabs of A skipped).
 Parameter ``reorder``: A runs with its rows and used columns in
 mfma_tiled.gemm_order's order (fewer live slabs; B's rows gathered, C's
 scattered through tables), the HIP side of CUDA's reordered mma-gemm for
-prism-like sparse operators.  Exact in the executor, no scratch and 2-3
-waves per SIMD on gfx90a/gfx942 for the prism operators of orders 4-7,
-but no table row asks for it yet: its stage loop waits for all loads
-(`s_waitcnt vmcnt(0)`) 5-8 times in 19-26 global loads, above the offer
-audit's batching bound (bench/hip_offer_audit.py: one per 8 loads or per
-m-block) on the prisms' 3-5 m-blocks, and offered it would displace
-candidates that meet it."""
+prism-like sparse operators (gimmik.hip's 'mfmasparse' rows)."""
 
 from gimmik.fragments import mfma_tiled as mt
 from gimmik.fragments.mfma import MFMA_M, WAVE
@@ -51,7 +45,8 @@ class MfmaGemm(Family):
     def geometry(self):
         p = self.params
         g = mt.geometry_of(self.info.m, self.info.k, **self.tiling())
-        return Geometry((WAVE, p['mwaves']*p['nwaves'], 1), g['lds_bytes'],
+        return Geometry((WAVE, p['mwaves']*p['nwaves'], 1),
+                        self.plan.lds_bytes,
                         1, cols_per_block=g['block_n'],
                         row_groups=g['m_blocks'])
 

@@ -179,7 +179,11 @@ class MfmaGemmPlan:
 
     @property
     def lds_bytes(self):
-        return 2*8*(self.block_m*self.block_k + self.block_k*self.b_stride)
+        """Two stages of A and B, and where A is reordered the m-block's
+        rows of C (ints)."""
+        rows = 4*self.block_m if self.rows is not None else 0
+        return 2*8*(self.block_m*self.block_k
+                    + self.block_k*self.b_stride) + rows
 
     @property
     def all_live(self):
@@ -205,8 +209,14 @@ class MfmaGemmPlan:
 
     @property
     def mfma_count(self):
-        """v_mfma instructions in the kernel (the stage loop's body)."""
+        """v_mfma instructions of one stage (a wavefront's)."""
         return self.kstage*self.wm*self.wn
+
+    @property
+    def kernel_mfmas(self):
+        """v_mfma instructions in the kernel: the stage loop's body and the
+        last stage after it."""
+        return 2*self.mfma_count
 
     def a_offset(self, wy, ks, i):
         """Offset in a slot of lane 0's value for (wy, k-step, m-tile)."""

@@ -41,6 +41,17 @@
         if beta == 1:
             return f'{x} + {cval}'
         return f'{x} + {betalit}*{cval}'
+
+    wyoff = f'wy*{16*WM}'
+    # baked n, whole column blocks: no column of a block is past n
+    whole = n is not None and n % BN == 0
+
+    def crow(i, v):
+        """The row of C of element v of m-tile i (a C row table entry,
+        loaded before the stage loop, where A is reordered)."""
+        if RO:
+            return f'csh[{wyoff} + {16*i + 4*v} + g]'
+        return f'(row0 + {16*i + 4*v})'
 %>
 typedef double gimmik_v4d __attribute__((vector_size(32)));
 
@@ -99,10 +110,11 @@ __constant__ __attribute__((aligned(16))) const int ${kname}_crow[${NMB*BM}] = {
             // the wavefront's staged rows of B from the row table (lane 0's
             // row and the next ${RPW - 1}: wave-uniform, scalar loads)
             const int kr0 = ${st}*${BK} + (64*wave + ${it*NT}) / ${BN2};
+<% rfl = '__builtin_amdgcn_readfirstlane' %>\
 % if RPW == 1:
-            const int row = ${kname}_brow[kr0];
+            const int row = ${rfl}(${kname}_brow[kr0]);
 % else:
-            const int row = ${' : '.join([f'lane < {BN2*(j + 1)} ? {kname}_brow[kr0 + {j}]' for j in range(RPW - 1)] + [f'{kname}_brow[kr0 + {RPW - 1}]'])};
+            const int row = ${' : '.join([f'lane < {BN2*(j + 1)} ? {rfl}({kname}_brow[kr0 + {j}])' for j in range(RPW - 1)] + [f'{rfl}({kname}_brow[kr0 + {RPW - 1}])'])};
 % endif
 % endif
             pb${it} = gimmik_v2{0.0, 0.0};
@@ -111,7 +123,12 @@ __constant__ __attribute__((aligned(16))) const int ${kname}_crow[${NMB*BM}] = {
 % endif
             {
                 const ${dtype}* p = b + row*ldbl + col;
-% if V == 2:
+% if whole and V == 2:
+                pb${it} = *(const gimmik_v2*) p;
+% elif whole:
+                pb${it}[0] = p[0];
+                pb${it}[1] = p[1];
+% elif V == 2:
                 if (col + 1 < n)
                     pb${it} = *(const gimmik_v2*) p;
                 else if (col < n)
@@ -172,26 +189,12 @@ __constant__ __attribute__((aligned(16))) const int ${kname}_crow[${NMB*BM}] = {
 ## C = acc + beta*C for this wavefront's tiles; rows past m and columns
 ## past n untouched.
 <%def name="epilogue()">\
-% if RO:
-    // rows of C from the row table (loaded together, before the stores)
-    const int* __restrict__ crw = ${kname}_crow + mb*${BM} + wy*${16*WM};
-% for i in range(WM):
-% for v in range(4):
-<% r = 16*i + 4*v %>\
-    const int crow${i}_${v} = crw[${r} + g];
-% endfor
-% endfor
-% endif
 % for i in range(WM):
 % for v in range(4):
 <% r = 16*i + 4*v %>\
     if (row0 + ${r} < ${m})
     {
-% if RO:
-        ${dtype}* cr = c + crow${i}_${v}*ldcl;
-% else:
-        ${dtype}* cr = c + (row0 + ${r})*ldcl;
-% endif
+        ${dtype}* cr = c + ${crow(i, v)}*ldcl;
 % for j in range(WN // 2):
 <%
     x0, x1 = f'acc{i}_{2*j}[{v}]', f'acc{i}_{2*j + 1}[{v}]'
@@ -200,13 +203,20 @@ __constant__ __attribute__((aligned(16))) const int ${kname}_crow[${NMB*BM}] = {
             const int col = ccol + ${32*j};
             ${dtype}* p = cr + col;
 % if V == 2:
+% if not whole:
             if (col + 1 < n)
+% endif
             {
                 const gimmik_v2 x = {${x0}, ${x1}};
                 __builtin_nontemporal_store(${upd('x', '(*(gimmik_v2*) p)')}, (gimmik_v2*) p);
             }
+% if not whole:
             else if (col < n)
                 __builtin_nontemporal_store(${upd(x0, 'p[0]')}, p);
+% endif
+% elif whole:
+            __builtin_nontemporal_store(${upd(x0, 'p[0]')}, p);
+            __builtin_nontemporal_store(${upd(x1, 'p[1]')}, p + 1);
 % else:
             if (col < n)
                 __builtin_nontemporal_store(${upd(x0, 'p[0]')}, p);
@@ -223,6 +233,9 @@ __constant__ __attribute__((aligned(16))) const int ${kname}_crow[${NMB*BM}] = {
 ${self.prologue()}\
     __shared__ __attribute__((aligned(16))) double ash[2][${P.slot_size}];
     __shared__ __attribute__((aligned(16))) double bsh[2][${BK}][${S}];
+% if RO:
+    __shared__ int csh[${BM}];
+% endif
     const int lane = threadIdx.x, g = lane >> 4, t = lane & 15;
     const int wave = __builtin_amdgcn_readfirstlane(threadIdx.y);
     const int wy = wave / ${P.nwaves}, wx = wave % ${P.nwaves};
@@ -251,14 +264,26 @@ ${stage_load('0', '0')}\
 ${stage_load('0', 'st')}\
     }
 % endif
+% if RO:
+    // the m-block's rows of C from the row table, loaded with stage 0 and
+    // kept in LDS for the epilogue
+    const int crv = tid < ${BM} ? ${kname}_crow[mb*${BM} + tid] : 0;
+% endif
 ${stage_store(0)}\
+% if RO:
+    if (tid < ${BM})
+        csh[tid] = crv;
+% endif
     __syncthreads();
 
+    // every live stage but the last: the next one's loads, this one's
+    // MFMAs, the next one into the other buffer (no branch between a
+    // load and its LDS write: the compiler waits for the loads once a
+    // stage)
 #pragma unroll 1
-    for (int s = 0; s < nst; ++s)
+    for (int s = 0; s + 1 < nst; ++s)
     {
         const int buf = s & 1;
-        if (s + 1 < nst)
         {
 % if full:
             const int st = s + 1;
@@ -268,11 +293,16 @@ ${stage_store(0)}\
 ${stage_load('(s + 1)', 'st')}\
         }
 ${compute('buf')}\
-        if (s + 1 < nst)
-        {
 ${stage_store('buf ^ 1')}\
-        }
         __syncthreads();
+    }
+    // the last live stage (none in an m-block without one)
+% if not full:
+    if (nst > 0)
+% endif
+    {
+        const int buf = (nst - 1) & 1;
+${compute('buf')}\
     }
 
     // this lane's rows of C: row0 + 16i + 4v for element v of acc<i>_<nt>;
