@@ -174,6 +174,18 @@ def test_launch_limits_and_msplit_cap():
         assert len({c.variant for c in cands}) == len(cands)
 
 
+def test_c_read_needs_more_registers():
+    # 5 m-tiles on one wavefront: 168 AGPRs; with beta*C read the arch
+    # VGPRs reach ARCH_VGPRS_C_READ and two waves per SIMD no longer fit
+    A = np.ones((80, 40))
+    direct = {c.variant for c in mfma_rows(A)[1]
+              if c.params['msplit'] == 1}
+    assert direct
+    assert not any(c.params['msplit'] == 1 for c in mfma_rows(A, 1.0)[1])
+    assert mfma_dense_waves(5, dict(msplit=1)) == 2
+    assert mfma_dense_waves(5, dict(msplit=1), c_read=True) == 1
+
+
 # -- numerics in the executor -------------------------------------------------
 def _cases(ns):
     """(beta, baked n, n) cases that cycle through every beta, baked and

@@ -13,24 +13,30 @@ from gimmik.families import Family, Geometry
 # fragments) and on the direct path, with n baked at a multiple of 64 (one
 # copy of the steps; the offered candidates of the suite reach 48 and 80).
 # With n at run time the copy for the block holding column n - 1 (clamped
-# loads) took up to 91 on either path.
+# loads) took up to 91 on either path.  Where beta*C is read, up to
+# ARCH_VGPRS_C_READ on either path (the 94 dense operators with beta 1, n
+# at run time: 94-104; 18 candidates the estimate above kept sat at 1
+# wave per SIMD, bench/results/hip-mfma-isa.csv of 2026-11-27).
 AGPR_SLACK = 8
 ARCH_VGPRS = {'lds': 88, 'direct': 48}
+ARCH_VGPRS_C_READ = 104
 
 
-def vgprs(mtiles, params):
+def vgprs(mtiles, params, c_read=False):
     """(arch VGPRs, AGPRs) of an mfma-dense candidate of an operator with
-    `mtiles` 16-row tiles by that estimate."""
+    `mtiles` 16-row tiles by that estimate (c_read: beta != 0)."""
     per = -(-mtiles // params['msplit'])
     arch = ARCH_VGPRS['lds' if params['msplit'] > 1 else 'direct']
+    if c_read:
+        arch = max(arch, ARCH_VGPRS_C_READ)
     acc = 8*mfma.N_TILES*per      # 4 doubles per N-tile, 2 VGPRs each
     return arch, acc + AGPR_SLACK
 
 
-def waves(mtiles, params):
+def waves(mtiles, params, c_read=False):
     """Waves per SIMD an mfma-dense candidate of an operator with `mtiles`
     16-row tiles reaches by that estimate."""
-    return mfma_tiled.waves_per_simd(*vgprs(mtiles, params))
+    return mfma_tiled.waves_per_simd(*vgprs(mtiles, params, c_read))
 
 
 class MfmaDense(Family):
@@ -53,7 +59,7 @@ class MfmaDense(Family):
             p = dict(msplit=1, pipe=min(p['pipe'], 1), vec=p['vec'])
         if -(-mtiles // p['msplit']) > mfma.MAX_MTILES_PER_WAVE:
             return None
-        if waves(mtiles, p) < mfma_tiled.MIN_WAVES:
+        if waves(mtiles, p, mm.beta != 0) < mfma_tiled.MIN_WAVES:
             return None
         return p
 
@@ -85,4 +91,4 @@ class MfmaDense(Family):
 
     def registers(self):
         mtiles = -(-self.info.m // mfma.MFMA_M)
-        return sum(vgprs(mtiles, self.params))
+        return sum(vgprs(mtiles, self.params, self.mm.beta != 0))
