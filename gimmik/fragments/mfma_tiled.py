@@ -23,7 +23,7 @@ of A has a non-zero.  With ``reorder`` (sparse A whose non-zeros are spread
 over many slabs: prisms) A runs with its rows and used columns in
 gemm_order's order, with fewer live slabs: a stage's rows of B are read
 through a table of B row indices (wave-uniform, scalar loads) and C's rows
-written through a table of C row indices.
+written through a table of C row indices (copied to LDS with stage 0).
 
 Lane layout (the shared MFMA facts, section 1): with L the lane, g = L // 16,
 t = L % 16, lane L feeds A[row t][k g] and B[k g][col t] and holds
@@ -40,7 +40,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from gimmik.analysis import reordered, useful_slab_order
-
 from gimmik.fragments.mfma import (MFMA_K, MFMA_M, MFMA_N, WAVE,
                                    lane_coords, mfma_f64_16x16x4)
 
