@@ -29,18 +29,16 @@ class MfmaGemm(Family):
         m, k = mm.info.m, mm.info.k
         p = dict(params)
         p['mwaves'] = min(p['mwaves'], -(-m // MFMA_M))
-        tiling = {x: v for x, v in p.items() if x != 'reorder'}
-        p['wm'] = mt.geometry_of(m, k, **tiling)['wm']
-        tiling['wm'] = p['wm']
-        if mt.waves_estimate(tiling, m, k) < mt.MIN_WAVES:
+        p['wm'] = mt.geometry_of(m, k, **_tiling(p))['wm']
+        if mt.waves_estimate(_tiling(p), m, k) < mt.MIN_WAVES:
             return None
-        if p.get('reorder') and mt.gemm_order(mm.A, **tiling) is None:
+        if p.get('reorder') and mt.gemm_order(mm.A, **_tiling(p)) is None:
             return None
         return p
 
     def tiling(self):
         """The parameters that set the tiling (all but reorder)."""
-        return {x: v for x, v in self.params.items() if x != 'reorder'}
+        return _tiling(self.params)
 
     def geometry(self):
         p = self.params
@@ -60,3 +58,7 @@ class MfmaGemm(Family):
         vgprs, agprs = mt.register_estimate(self.tiling(), self.info.m,
                                             self.info.k)
         return vgprs + agprs
+
+
+def _tiling(params):
+    return {x: v for x, v in params.items() if x != 'reorder'}

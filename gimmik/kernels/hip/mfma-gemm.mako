@@ -79,7 +79,7 @@ __constant__ const ${itype} ${kname}_cnt[${NMB}] = {${', '.join(str(int(x)) for 
 // A reordered: row r of a stage of B is B's row brow[r], row i of C is C's
 // row crow[i] (zeros past k and m)
 __constant__ const int ${kname}_brow[${NBROW}] = {${', '.join(str(x) for x in list(P.cols) + [0]*(NBROW - P.k))}};
-__constant__ __attribute__((aligned(16))) const int ${kname}_crow[${NMB*BM}] = {${', '.join(str(x) for x in list(P.rows) + [0]*(NMB*BM - m))}};
+__constant__ const int ${kname}_crow[${NMB*BM}] = {${', '.join(str(x) for x in list(P.rows) + [0]*(NMB*BM - m))}};
 % endif
 
 ## Read chunk it of the stage with index `st` (its slot `sl`) into registers.
