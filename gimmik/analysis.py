@@ -120,6 +120,72 @@ def balanced_row_groups(A, parts):
     return list(zip(bounds[:-1], bounds[1:]))
 
 
+def shared_row_groups(A, budget):
+    """The rows of A grouped by the rows of B they use, for kernels that
+    load a group's B rows once and compute its rows from them: a tuple of
+    groups, each a tuple of row indices (ascending; groups in order of
+    their first row), every row of A in exactly one.
+
+    Rows using the same B rows start as one group; then, greedily, the
+    two groups sharing the most B rows merge, ties to the smaller union
+    of B rows, while the union stays within `budget` rows (a group that
+    alone exceeds it stays alone); groups sharing none merge last, the
+    smallest unions first.  The all-zero rows go one each to the groups
+    of fewest rows.  Tensor-product operators (gradients: each row a line
+    of points) then group the rows of a plane of points, whose lines share
+    their B rows, where contiguous groups cut those lines apart.
+    Deterministic; remembered for the pattern."""
+    if budget < 1:
+        raise ValueError(f'shared_row_groups: budget {budget} < 1')
+    S = np.asarray(A) != 0
+    return _shared_row_groups(S.shape, np.packbits(S).tobytes(),
+                              int(budget))
+
+
+@functools.lru_cache(maxsize=64)
+def _shared_row_groups(shape, packed, budget):
+    m, k = shape
+    S = np.unpackbits(np.frombuffer(packed, dtype=np.uint8),
+                      count=m*k).reshape(m, k).astype(bool)
+    live = np.flatnonzero(S.any(axis=1))
+    if not live.size:
+        return (tuple(range(m)),)
+    sup, inv = np.unique(S[live], axis=0, return_inverse=True)
+    inv = np.asarray(inv).ravel()
+    members = [list(live[inv == c]) for c in range(len(sup))]
+    # counts as floats: BLAS products, exact far beyond any k
+    P = sup.astype(np.float64)
+    size = P.sum(axis=1)
+    O = P @ P.T
+    # a merge's score: shared B rows first, then the smaller union
+    union = size[:, None] + size[None, :] - O
+    score = np.where(union <= budget, O*(2*k + 1) - union, -1)
+    np.fill_diagonal(score, -1)
+    dead = np.zeros(len(sup), dtype=bool)
+    while True:
+        best = int(np.argmax(score))
+        a, b = divmod(best, len(sup))
+        if score[a, b] < 0:
+            break
+        P[a] = np.maximum(P[a], P[b])
+        size[a] = P[a].sum()
+        members[a] += members[b]
+        members[b] = None
+        dead[b] = True
+        score[b, :] = score[:, b] = -1
+        over = P @ P[a]
+        union = size + size[a] - over
+        row = np.where(union <= budget, over*(2*k + 1) - union, -1)
+        row[dead] = -1
+        row[a] = -1
+        score[a, :] = score[:, a] = row
+    groups = sorted((sorted(int(i) for i in g) for g in members
+                     if g is not None), key=lambda g: g[0])
+    for i in np.flatnonzero(~S.any(axis=1)):
+        min(groups, key=len).append(int(i))
+    return tuple(tuple(sorted(g)) for g in sorted(groups, key=min))
+
+
 def split_even(count, parts):
     """Split range(count) into `parts` contiguous, near-equal ranges.
 

@@ -396,11 +396,9 @@ def _work_cstream(kern):
 
 
 def _work_mblock(kern):
-    from gimmik.analysis import balanced_row_groups
     A = kern.A
-    rows = sum(_rows_used(A[r0:r1]) for r0, r1 in
-               balanced_row_groups(A, kern.params['groups']) if r1 > r0)
-    return _stream_work(kern, rows)
+    return _stream_work(kern, sum(_rows_used(A[rows])
+                                  for rows in kern.group_rows))
 
 
 def _work_msplit(kern):

@@ -174,6 +174,9 @@ CANDIDATES = [
           'bigm stream') for g in (8, 16, 32, 64, 128)],
     *[Row(f'mblock{g}-w2', CstreamMblock, dict(width=2, groups=g, ld='nc'),
           'w2 bigm stream') for g in (16, 32)],
+    # the rows grouped by the B rows they share, at most 32, 48, 64 a group
+    *[Row(f'mblock-s{u}', CstreamMblock, dict(width=1, shared=u, ld='nc'),
+          'bigm stream') for u in (32, 48, 64)],
     Row('ksplit2', CstreamKsplit, dict(ksplit=2), 'stream'),
     Row('ksplit4', CstreamKsplit, dict(ksplit=4), 'stream'),
     # the k-split in passes of rows (B loaded at first use): per thread a

@@ -12,7 +12,7 @@ from gimmik.families.bstream_mgroup import BstreamMgroup
 from gimmik.families.bstream_msplit import BstreamMsplit
 from gimmik.families.cstream import Cstream
 from gimmik.families.cstream_ksplit import CstreamKsplit
-from gimmik.families.cstream_mblock import CstreamMblock
+from gimmik.families.cstream_mblock import CstreamMblock, mblock_rows
 from gimmik.families.mfma_dense import MfmaDense
 from gimmik.families.mfma_gemm import MfmaGemm
 from gimmik.fragments import mfma_tiled
@@ -131,6 +131,8 @@ BOUNDED_ROWS = [
     Row('mblock-g8', CstreamMblock, dict(width=1, groups=8), 'bigm'),
     Row('mblock-g128-w2', CstreamMblock, dict(width=2, groups=128),
         'bigm w2'),
+    Row('mblock-s32', CstreamMblock, dict(width=1, shared=32), 'bigm'),
+    Row('mblock-s64', CstreamMblock, dict(width=1, shared=64), 'bigm'),
 ]
 # cstream-mblock needs at least this many rows a group on HIP (a group of
 # one row waits for its B values as soon as it loads them)
@@ -250,8 +252,8 @@ class HIPMatMul(MatMul):
     def _adapt(self, row, params):
         """HIP's own binding of a row: cstream-mblock only with at least
         MBLOCK_MIN_ROWS rows a group."""
-        if (row.family is CstreamMblock
-                and params['groups']*MBLOCK_MIN_ROWS > self.info.m):
+        if (row.family is CstreamMblock and len(mblock_rows(
+                self.A, params))*MBLOCK_MIN_ROWS > self.info.m):
             return None
         return params
 

@@ -247,10 +247,14 @@ def _prefs_mblock(info, beta, cands, n=None):
     """The cstream-mblock rows sorted by distance of their group count
     from the predicted one (one column a thread first)."""
     g0 = _mblock_groups(info, beta, n)
-    mb = [c for c in cands if c.family == CstreamMblock.name]
+    mb = [c for c in cands if c.family == CstreamMblock.name
+          and 'groups' in c.params]
     mb.sort(key=lambda c: (abs(math.log2(c.params['groups'] / g0)),
                            c.params.get('width', 1), c.params['groups']))
-    return [c.row for c in mb]
+    shared = sorted((c for c in cands if c.family == CstreamMblock.name
+                     and 'shared' in c.params),
+                    key=lambda c: c.params['shared'])
+    return [c.row for c in mb + shared]
 
 
 def _prefs(info, cands, beta, n=None):

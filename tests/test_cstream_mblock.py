@@ -15,7 +15,8 @@ from gimmik import CUDAMatMul, HIPMatMul
 from gimmik.base import Candidate
 from gimmik.emulate import run_hip
 from gimmik.families import BATCH_LOADS
-from gimmik.families.cstream_mblock import CstreamMblock, mblock_groups
+from gimmik.families.cstream_mblock import (CstreamMblock, mblock_groups,
+                                            mblock_rows)
 from gimmik.plans import (balanced_row_groups, batched_live_values,
                           cstream_plan, load_batches, row_batches_wait_often)
 
@@ -28,7 +29,8 @@ def test_platform_batches(rng):
     cand = Candidate('cstream-mblock', dict(width=1, groups=4), OPTS)
     hip = HIPMatMul(A, beta=1.0).kernel(cand, np.float64)
     assert hip.plan == mblock_groups(
-        A, 4, lambda plan: load_batches(plan, 1.0, size))
+        A, mblock_rows(A, dict(groups=4)),
+        lambda plan: load_batches(plan, 1.0, size))
     assert any(len(b.rows) > 1 for _, bs in hip.plan for b in bs)
     cuda = CUDAMatMul(A, beta=1.0).kernel(
         Candidate('cstream-mblock', dict(width=1, groups=4),
@@ -51,11 +53,11 @@ def test_beta_zero_batches_where_rows_wait_often(rng):
     for A in (gather, group_operator(rng), rng.uniform(1.0, 2.0, (16, 24))):
         cand = Candidate('cstream-mblock', dict(width=1, groups=4), OPTS)
         kern = HIPMatMul(A, beta=0.0).kernel(cand, np.float64)
-        groups = [(r0, cstream_plan(A[r0:r1]))
+        groups = [(list(range(r0, r1)), cstream_plan(A[r0:r1]))
                   for r0, r1 in balanced_row_groups(A, 4) if r1 > r0]
-        want = [(r0, load_batches(plan, 0.0, size
-                                  if row_batches_wait_often(plan, size)
-                                  else None)) for r0, plan in groups]
+        want = [(rows, load_batches(plan, 0.0, size
+                                    if row_batches_wait_often(plan, size)
+                                    else None)) for rows, plan in groups]
         assert kern.plan == want
         assert not any(b.crows for _, bs in kern.plan for b in bs)
         ways |= {len(b.rows) > 1 for _, bs in kern.plan for b in bs}

@@ -1,18 +1,53 @@
-"""cstream-mblock: the rows of A split into `groups` contiguous groups of
-similar work, one group per block (row_groups blocks per column tile);
-within a group it is cstream, its rows computed in load batches
-(Family.cstream_batches: batched where C is read or where one row a batch
-would wait too often)."""
+"""cstream-mblock: the rows of A split into row groups, one group per
+block (row_groups blocks per column tile); within a group it is cstream,
+its rows computed in load batches (Family.cstream_batches: batched where
+C is read or where one row a batch would wait too often).
+
+The groups are either `groups` contiguous groups of similar work
+(analysis.balanced_row_groups) or, with `shared`, the rows grouped by the
+rows of B they share, at most `shared` B rows a group
+(analysis.shared_row_groups): a B row several groups use is read from L2
+once a group, and on tensor-product operators contiguous groups cut apart
+the rows that share B rows."""
+
+from functools import cached_property
+
+import numpy as np
 
 from gimmik import plans
+from gimmik.analysis import shared_row_groups
 from gimmik.families import (FREE_REGISTER_ESTIMATE, MAX_REGISTERS,
                              Family, Geometry)
 
-def mblock_groups(A, groups, batches):
-    """[(first row, batches(cstream plan of the group))] for `groups`
-    contiguous row groups of similar work (empty ones dropped)."""
-    return [(r0, batches(plans.cstream_plan(A[r0:r1])))
-            for r0, r1 in plans.balanced_row_groups(A, groups) if r1 > r0]
+
+# Shared row groups are offered where they read at most this fraction of
+# the B rows contiguous groups of as many would (on tensor-product
+# gradients 0.2-0.5; where rows share little, as on the divergence-like
+# wide operators, 0.85 and more: contiguous groups with more rows do as
+# well there)
+SHARED_MAX_READS = 0.75
+
+
+def _reads(A, rows):
+    # B rows the groups `rows` read in all
+    S = np.asarray(A) != 0
+    return sum(int(S[g].any(axis=0).sum()) for g in rows)
+
+
+def mblock_rows(A, params):
+    """[rows of A of each group] of a cstream-mblock row's parameters
+    (`groups` contiguous groups, empty ones dropped; or `shared`)."""
+    if 'shared' in params:
+        return [list(g) for g in shared_row_groups(A, params['shared'])]
+    return [list(range(r0, r1))
+            for r0, r1 in plans.balanced_row_groups(A, params['groups'])
+            if r1 > r0]
+
+
+def mblock_groups(A, rows, batches):
+    """[(rows of A, batches(cstream plan of those rows))] of the groups
+    `rows` (each plan's row indices are positions in its rows)."""
+    return [(g, batches(plans.cstream_plan(A[g]))) for g in rows]
 
 
 class CstreamMblock(Family):
@@ -21,14 +56,30 @@ class CstreamMblock(Family):
     max_registers = dict(MAX_REGISTERS, cuda=200)
     free_registers = FREE_REGISTER_ESTIMATE
 
+    @classmethod
+    def adapt(cls, mm, params):
+        # shared groups: only where they read markedly fewer B rows than
+        # contiguous groups of as many (SHARED_MAX_READS)
+        if 'shared' not in params:
+            return params
+        rows = mblock_rows(mm.A, params)
+        contiguous = mblock_rows(mm.A, dict(groups=len(rows)))
+        if _reads(mm.A, rows) > SHARED_MAX_READS*_reads(mm.A, contiguous):
+            return None
+        return params
+
+    @cached_property
+    def group_rows(self):
+        """[rows of A of each group]."""
+        return mblock_rows(self.A, self.params)
+
     def geometry(self):
         return Geometry((self.mm.stream_threads(self.opts), 1, 1), 0,
                         self.params.get('width', 1),
-                        row_groups=self.params['groups'])
+                        row_groups=len(self.group_rows))
 
     def build_plan(self):
-        return mblock_groups(self.A, self.params['groups'],
-                             self.cstream_batches)
+        return mblock_groups(self.A, self.group_rows, self.cstream_batches)
 
     def context(self):
         return {'groups': self.plan}

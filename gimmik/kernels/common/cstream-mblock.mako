@@ -1,6 +1,6 @@
 <%inherit file="base.mako"/>
-## cstream-mblock: the rows of A are split into len(groups) groups of
-## similar work, one group per block; consecutive blocks take the groups of
+## cstream-mblock: the rows of A are split into len(groups) groups, one
+## group per block (families/cstream_mblock.py); consecutive blocks take the groups of
 ## one column tile in turn, so the B rows that several groups need are read
 ## from DRAM once and from L2 after.  Within a group it is cstream, batch
 ## by batch (families/cstream_mblock.py): a batch loads the B rows its rows
@@ -9,18 +9,18 @@
 ## turn.
 <%def name="rows(g, w)">\
 <%
-    r0, batches = groups[g]
+    rows, batches = groups[g]
 %>\
 % for batch in batches:
 % for j in batch.loads:
             const ${self.vt(w)} b${j} = ${self.load_b(j, 'col', w)};
 % endfor
 % for i in batch.crows:
-            const ${self.vt(w)} cin${r0 + i} = ${self.load_c(r0 + i, 'col', w)};
+            const ${self.vt(w)} cin${rows[i]} = ${self.load_c(rows[i], 'col', w)};
 % endfor
 ${self.sched_fence()}\
 % for row in batch.rows:
-${self.finish(r0 + row.i, 'col', w, ' + '.join(f'{lit(v)}*b{j}' for j, v in row.terms) or None, f'cin{r0 + row.i}' if row.i in batch.crows else None)}\
+${self.finish(rows[row.i], 'col', w, ' + '.join(f'{lit(v)}*b{j}' for j, v in row.terms) or None, f'cin{rows[row.i]}' if row.i in batch.crows else None)}\
 % endfor
 % endfor
 </%def>
