@@ -129,9 +129,8 @@ def shared_row_groups(A, budget):
     Rows using the same B rows start as one group; then, greedily, the
     two groups sharing the most B rows merge, ties to the smaller union
     of B rows, while the union stays within `budget` rows (a group that
-    alone exceeds it stays alone); groups sharing none merge last, the
-    smallest unions first.  The all-zero rows go one each to the groups
-    of fewest rows.  Tensor-product operators (gradients: each row a line
+    alone exceeds it stays alone); groups sharing no B row stay apart.
+    The all-zero rows go one each to the groups of fewest rows.  Tensor-product operators (gradients: each row a line
     of points) then group the rows of a plane of points, whose lines share
     their B rows, where contiguous groups cut those lines apart.
     Deterministic; remembered for the pattern."""
@@ -157,7 +156,8 @@ def _shared_row_groups(shape, packed, budget):
     P = sup.astype(np.float64)
     size = P.sum(axis=1)
     O = P @ P.T
-    # a merge's score: shared B rows first, then the smaller union
+    # a merge's score: shared B rows first, then the smaller union (< 0:
+    # none shared, or over the budget)
     union = size[:, None] + size[None, :] - O
     score = np.where(union <= budget, O*(2*k + 1) - union, -1)
     np.fill_diagonal(score, -1)

@@ -20,7 +20,7 @@ from gimmik.families.bstream_msplit import BstreamMsplit
 from gimmik.families.bstream_warprows import BstreamWarpRows
 from gimmik.families.cstream import Cstream
 from gimmik.families.cstream_ksplit import CstreamKsplit
-from gimmik.families.cstream_mblock import CstreamMblock
+from gimmik.families.cstream_mblock import CstreamMblock, mblock_rows
 from gimmik.families.mma_gemm import MmaGemm
 from gimmik.order import order_candidates, placed_rows
 # the names the CUDA families and the tests have imported from here
@@ -57,6 +57,18 @@ LONG_KERNEL_TERMS = 800
 LONG_FAMILIES = frozenset(f.name for f in (Cstream, Bstream, CstreamKsplit,
                                            CstreamMblock))
 LONG_REGISTER_FACTOR = 2.75
+
+# SHARED_ROWS: cstream-mblock's groups by shared B rows (rows mblock-s*),
+# as ptxas (CUDA 13, sm_90) compiled them on the PyFR suites at n =
+# 110080 baked and at run time (aligne 4): ptxas hoists loads across a
+# group's rows, to 1.5-3x the estimate (p3-pri-m460: 72 -> 222 registers).
+# Groups of 936-1692 non-zeros went to 254 registers and spilled 24-200
+# bytes, and so did the beta-1 operators' (prism face operators, 64-616
+# bytes, held at 64-168 registers by the estimate's launch bound); with
+# no bound but one block an SM, a group of 504 spilled too.  So they are
+# offered for beta 0 and groups of fewer than LONG_KERNEL_TERMS non-zeros
+# only, and budgeted as long kernels (long_kernel: LONG_REGISTER_FACTOR
+# times the estimate, offered where that fits 255 registers).
 MAX_THREAD_REGISTERS = 255
 
 # Shared memory of an sm_90 SM and the driver's reservation per block, for
@@ -171,10 +183,11 @@ CANDIDATES = [
     Row('cstream-reload', Cstream, dict(width=1, ld='reload'),
         'bigk stream', tail=True),
     *[Row(f'mblock{g}', CstreamMblock, dict(width=1, groups=g, ld='nc'),
-          'bigm stream') for g in (8, 16, 32, 64, 128)],
+          'bigm stream') for g in (6, 8, 12, 16, 32, 64, 128)],
     *[Row(f'mblock{g}-w2', CstreamMblock, dict(width=2, groups=g, ld='nc'),
           'w2 bigm stream') for g in (16, 32)],
     # the rows grouped by the B rows they share, at most 32, 48, 64 a group
+    # (SHARED_ROWS)
     *[Row(f'mblock-s{u}', CstreamMblock, dict(width=1, shared=u, ld='nc'),
           'bigm stream') for u in (32, 48, 64)],
     Row('ksplit2', CstreamKsplit, dict(ksplit=2), 'stream'),
@@ -329,6 +342,12 @@ class CUDAMatMul(MatMul):
                                 n=self.n)
 
     def _adapt(self, row, params):
+        # cstream-mblock's groups by shared B rows: with beta 0 only and
+        # groups of fewer than LONG_KERNEL_TERMS non-zeros (SHARED_ROWS)
+        if row.family is CstreamMblock and 'shared' in params and (
+                self.beta != 0 or max(_group_terms(self.A, params))
+                >= LONG_KERNEL_TERMS):
+            return None
         # evict-first B loads become plain ones on panels of many L2s
         # (PLAIN_B_MIN_VALUES)
         if (params.get('ld') == 'cs' and self.n is not None
@@ -409,11 +428,20 @@ def register_budget(estimate, factor=1.5):
     return -(-int(estimate*factor) // 8)*8
 
 
+def _group_terms(A, params):
+    """[non-zeros of A in each row group] of a cstream-mblock row."""
+    S = np.asarray(A) != 0
+    return [int(S[rows].sum()) for rows in mblock_rows(A, params)]
+
+
 def thread_terms(kern):
     """A's non-zeros a thread's unrolled code runs: over the row groups
-    (cstream-mblock) or warps sharing the rows (bstream-warprows); all of
-    them otherwise (cstream-ksplit too: its 1680-term k-halves spilled at
-    168 registers)."""
+    (cstream-mblock: its largest group where grouped by shared B rows) or
+    warps sharing the rows (bstream-warprows); all of them otherwise
+    (cstream-ksplit too: its 1680-term k-halves spilled at 168
+    registers)."""
+    if kern.name == CstreamMblock.name and 'shared' in kern.params:
+        return max(_group_terms(kern.A, kern.params))
     split = (kern.params.get('groups')
              or kern.name == BstreamWarpRows.name and kern.params['msplit']
              or 1)
@@ -423,7 +451,10 @@ def thread_terms(kern):
 def long_kernel(kern):
     """Whether a candidate is of a register-resident unrolled family with
     at least LONG_KERNEL_TERMS terms a thread (not the k-split in passes
-    of rows, whose estimate follows its loads at first use)."""
+    of rows, whose estimate follows its loads at first use), or groups by
+    shared B rows (SHARED_ROWS)."""
+    if kern.name == CstreamMblock.name and 'shared' in kern.params:
+        return True     # SHARED_ROWS
     return (kern.name in LONG_FAMILIES and 'chunk' not in kern.params
             and thread_terms(kern) >= LONG_KERNEL_TERMS)
 

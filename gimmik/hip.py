@@ -111,7 +111,11 @@ BIG_M = 64
 # - cstream-mblock: `groups` row groups, one a block, B read directly into
 #   registers (the register filter drops the group counts whose groups
 #   hold too many B values; clang-19: 28-126 VGPRs, mostly 8 waves a
-#   SIMD, a few vmcnt(0) waits in all).
+#   SIMD, a few vmcnt(0) waits in all); 6 and 12 groups besides the
+#   powers of two (groups along a tensor-product operator's planes of
+#   points: 6 groups of p5-hex-m132 read each B row 2.7 times, 8 and 16
+#   3.0 and 3.5 times); `shared`: the rows grouped by the B rows they
+#   share (analysis.shared_row_groups).
 # (bstream-warprows is not offered on HIP: at 16 waves a block, 128 VGPRs
 # a lane, it spilled on a p5-hex-m3-shaped operator, and its stores of
 # loads straight into LDS wait once every 1-3 loads.)
@@ -129,6 +133,8 @@ BOUNDED_ROWS = [
     Row('mblock-g64-w2', CstreamMblock, dict(width=2, groups=64),
         'bigm w2'),
     Row('mblock-g8', CstreamMblock, dict(width=1, groups=8), 'bigm'),
+    Row('mblock-g6', CstreamMblock, dict(width=1, groups=6), 'bigm'),
+    Row('mblock-g12', CstreamMblock, dict(width=1, groups=12), 'bigm'),
     Row('mblock-g128-w2', CstreamMblock, dict(width=2, groups=128),
         'bigm w2'),
     Row('mblock-s32', CstreamMblock, dict(width=1, shared=32), 'bigm'),

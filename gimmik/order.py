@@ -24,7 +24,11 @@ the generator bakes it (PyFR always passes it), None otherwise:
   first, held to four blocks an SM, then without; then for beta != 0 its
   8-warp twin); with beta != 0, k < 32 and m >= 2k the m-split bstream
   (8 row groups) before them;
-- many rows (m > 64, cstream-mblock offered): cstream-mblock, its group
+- many rows (m > 64, cstream-mblock offered): cstream-mblock, its groups
+  by shared B rows first where they are offered (smallest budget first:
+  H100, n = 110080, 0.90-0.93 of copy on hex and prism operators whose
+  rows are lines of points, 1.07-1.14x faster than the contiguous groups,
+  bench/results/pyfr-walk-h100-shared*.csv), then its contiguous group
   counts sorted by distance from a predicted count (m/24 rows for beta =
   0; m/4 for beta != 0 with < 8 non-zeros a row, else m/8; at least 8),
   after the plain cstream where k <= 64 and beta = 0, and with the sparse
@@ -251,10 +255,17 @@ def _prefs_mblock(info, beta, cands, n=None):
           and 'groups' in c.params]
     mb.sort(key=lambda c: (abs(math.log2(c.params['groups'] / g0)),
                            c.params.get('width', 1), c.params['groups']))
-    shared = sorted((c for c in cands if c.family == CstreamMblock.name
-                     and 'shared' in c.params),
-                    key=lambda c: c.params['shared'])
-    return [c.row for c in mb + shared]
+    return [c.row for c in mb]
+
+
+def _prefs_shared(cands):
+    """The cstream-mblock rows of groups by shared B rows (offered only
+    where they read markedly fewer B rows than contiguous groups), the
+    smallest budget first."""
+    shared = [c for c in cands if c.family == CstreamMblock.name
+              and 'shared' in c.params]
+    shared.sort(key=lambda c: c.params['shared'])
+    return [c.row for c in shared]
 
 
 def _prefs(info, cands, beta, n=None):
@@ -316,6 +327,9 @@ def _prefs_stream(info, cands, beta, n=None):
                 mb = wr + mb
             else:
                 mb = mb[:WARPROWS_AFTER] + wr + mb[WARPROWS_AFTER:]
+        # groups by shared B rows first where offered (they read B from
+        # L2 2-4 times less often than the contiguous groups)
+        mb = _prefs_shared(cands) + mb
         if MmaGemm.name in families and sparse_gemm_worth_it(info):
             first = SPARSE_GEMM_FIRST_BETA if beta else SPARSE_GEMM_FIRST
             return (list(first) + mb[:5] + list(SPARSE_GEMM_NEXT)

@@ -66,6 +66,19 @@ def kron_like(rng, m=200, k=46, blocks=5, bk=9):
     return A[rng.permutation(m)][:, rng.permutation(k)]
 
 
+def gradient_like(rng, p=4):
+    """The three derivatives at the p**3 points of a tensor-product cube
+    (rows: d/dx at every point, then d/dy, then d/dz; columns: the
+    points), each a row of one random p x p matrix along the point's line
+    (hex gradient operators are of this kind): rows of one plane of points
+    share their B rows, contiguous rows cut the planes apart."""
+    D = rng.standard_normal((p, p))
+    eye = np.eye(p)
+    return np.vstack([np.kron(np.kron(eye, eye), D),
+                      np.kron(np.kron(eye, D), eye),
+                      np.kron(np.kron(D, eye), eye)])
+
+
 def group_operator(rng, m=40, k=24, density=0.15):
     """A sparse operator with zero rows, for the row-grouped and batched
     plans: row 3 alone and rows 10-13 together (a zero row's C is read

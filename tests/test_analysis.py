@@ -4,10 +4,13 @@ import pytest
 from gimmik.analysis import (SPARSE_GEMM_MAX_LIVE, SPARSE_GEMM_MIN_DENSITY,
                              SPARSE_GEMM_MIN_NNZ,
                              OperatorInfo, analyse, chunks, ksplit_ranges,
-                             live_slabs, reordered, slab_order,
+                             live_slabs, reordered, shared_row_groups,
+                             slab_order,
                              sparse_gemm_worth_it, useful_slab_order,
                              split_even)
 from gimmik import analysis, plans
+
+from conftest import gradient_like, random_operator
 
 
 def brute_force(A):
@@ -344,3 +347,54 @@ def test_useful_slab_order_and_reordered(rng, monkeypatch):
     assert useful_slab_order(A, 16, 8) is None
     monkeypatch.setattr(analysis, 'REORDER_MAX_LIVE', bound)
     assert useful_slab_order(A, 16, 8) == order
+
+
+def _b_reads(A, groups):
+    # B rows the row groups read in all
+    return sum(int((A[list(g)] != 0).any(axis=0).sum()) for g in groups)
+
+
+@pytest.mark.parametrize('budget', [1, 4, 16, 40])
+def test_shared_row_groups_partition_within_budget(rng, budget):
+    """Every row (the zero ones too) in exactly one group, rows ascending,
+    groups by first row; a group over the budget is one support alone."""
+    A = random_operator(rng, 60, 30, 0.1)
+    A[[5, 17]] = 0
+    groups = shared_row_groups(A, budget)
+    assert sorted(i for g in groups for i in g) == list(range(60))
+    assert all(list(g) == sorted(g) for g in groups)
+    assert [g[0] for g in groups] == sorted(g[0] for g in groups)
+    S = A != 0
+    for g in groups:
+        live = [i for i in g if S[i].any()]
+        if S[live].any(axis=0).sum() > budget:
+            assert len({S[i].tobytes() for i in live}) == 1
+    assert shared_row_groups(A, budget) == groups
+
+
+def test_shared_row_groups_keep_planes_of_a_gradient(rng):
+    """Tensor-product gradient at 4**3 points, 16 B rows a group: the
+    groups are planes of points or better (each B row read at most twice:
+    with the x and y derivatives of its z-plane, with the z derivatives of
+    its y-plane), where contiguous groups as many read over 2.5 times as
+    often."""
+    A = gradient_like(rng, 4)
+    groups = shared_row_groups(A, 16)
+    used = int((A != 0).any(axis=0).sum())
+    assert _b_reads(A, groups) <= 2*used
+    contiguous = [range(r0, r1) for r0, r1 in
+                  analysis.balanced_row_groups(A, len(groups))]
+    assert _b_reads(A, contiguous) >= 2.5*_b_reads(A, groups)
+    # identical supports stay together: a line's derivatives
+    S = A != 0
+    where = {i: n for n, g in enumerate(groups) for i in g}
+    for i in range(A.shape[0]):
+        for j in range(i):
+            if (S[i] == S[j]).all():
+                assert where[i] == where[j]
+
+
+def test_shared_row_groups_bad_budget_and_zero_operator():
+    with pytest.raises(ValueError, match='budget'):
+        shared_row_groups(np.ones((3, 3)), 0)
+    assert shared_row_groups(np.zeros((4, 3)), 8) == ((0, 1, 2, 3),)

@@ -3,14 +3,17 @@ batches: on HIP with beta != 0 a group's rows are computed in batches
 (gimmik.plans.load_batches, tested in tests/test_plans.py), on CUDA and
 with beta 0 one row a batch; bstream on HIP loads B and C in runs; the
 batched kernels run exactly in the executor and a changed value is
-caught.  The other executor runs of
+caught; the row groups by shared B rows (`shared`) run exactly on both
+GPU platforms and are offered where they read fewer B rows.  The other
+executor runs of
 cstream-mblock are in tests/test_bstream_mgroup.py, the ISA check of the
 batched waits in tests/test_isa.py."""
 
 import numpy as np
 import pytest
 
-from conftest import Panels, group_operator
+from conftest import (Panels, gradient_like, group_operator,
+                      random_operator, run_candidate)
 from gimmik import CUDAMatMul, HIPMatMul
 from gimmik.base import Candidate
 from gimmik.emulate import run_hip
@@ -126,6 +129,7 @@ def test_cstream_batches_beta_zero(rng, width, baked):
 
 # (family, parameters): two columns a thread and a ragged n
 BATCHED = [('cstream-mblock', dict(width=2, groups=3)),
+           ('cstream-mblock', dict(width=1, shared=8)),
            ('cstream', dict(width=2)), ('bstream', dict(width=2))]
 
 
@@ -187,3 +191,77 @@ def test_bstream_runs(rng):
         Candidate('bstream', dict(width=1), {'compute_capability': (9, 0)}),
         np.float64)
     assert cuda.runs() == (None, None)
+
+
+SHARED_COMBOS = [(p, dtype, beta, baked)
+                 for p in ('hip', 'cuda')
+                 for dtype in (np.float64, np.float32)
+                 for beta in (0.0, 1.0, -0.5) for baked in (False, True)]
+
+
+@pytest.mark.parametrize('platform,dtype,beta,baked', SHARED_COMBOS,
+                         ids=lambda x: getattr(x, '__name__', str(x)))
+def test_shared_groups_emulated(rng, platform, dtype, beta, baked):
+    """Rows grouped by shared B rows (a gradient with zero rows: the
+    groups are not contiguous): exact in the platform's executor, ragged
+    n and padded strides, n baked or at run time."""
+    A = gradient_like(rng, 3)
+    A[[4, 40]] = 0
+    params = dict(width=1, shared=9)
+    p, meta = run_candidate(rng, platform, A, 'cstream-mblock', params,
+                            dtype, beta, baked, n=131, aligne=2)
+    p.check(f'{meta["variant"]} {np.dtype(dtype).name} beta={beta}')
+    assert meta['row_groups'] == len(mblock_rows(A, params))
+
+
+@pytest.mark.parametrize('platform', ['hip', 'cuda'])
+def test_shared_groups_wrong_bake_is_caught(rng, platform):
+    A = gradient_like(rng, 3)
+
+    def mutate(plan):
+        rows, batches = plan[len(plan) // 2]
+        row = next(r for b in batches for r in b.rows if r.terms)
+        j, v = row.terms[0]
+        row.terms[0] = (j, v + 1.0)
+
+    p, _ = run_candidate(rng, platform, A, 'cstream-mblock',
+                         dict(width=1, shared=9), np.float64, 0.0, True,
+                         n=67, aligne=2, mutate=mutate)
+    with pytest.raises(AssertionError, match='relative error'):
+        p.check('mutated')
+
+
+def test_shared_groups_plan_and_offer(rng):
+    """The groups are analysis.shared_row_groups' (the geometry's row
+    groups, each group's plan over its own rows); offered where they read
+    at most SHARED_MAX_READS of the B rows contiguous groups as many
+    read: on a gradient, not on an operator whose rows share no more than
+    neighbours do."""
+    from gimmik.analysis import shared_row_groups
+    from gimmik.families.cstream_mblock import SHARED_MAX_READS
+    params = dict(width=1, shared=16)
+    grad = gradient_like(rng, 4)
+    mm = HIPMatMul(grad, beta=0.0, aligne=2)
+    kern = mm.kernel(Candidate('cstream-mblock', params, OPTS), np.float64)
+    groups = shared_row_groups(grad, 16)
+    assert [rows for rows, _ in kern.plan] == [list(g) for g in groups]
+    assert kern.geometry().row_groups == len(groups)
+    assert kern.plan == mblock_groups(grad, [list(g) for g in groups],
+                                      kern.cstream_batches)
+    assert CstreamMblock.adapt(mm, params) == params
+
+    def reads(A, rows):
+        return sum(int((A[list(g)] != 0).any(axis=0).sum()) for g in rows)
+
+    rand = random_operator(rng, 96, 96, 0.3)
+    rows = mblock_rows(rand, params)
+    contiguous = mblock_rows(rand, dict(groups=len(rows)))
+    assert reads(rand, rows) > SHARED_MAX_READS*reads(rand, contiguous)
+    assert CstreamMblock.adapt(HIPMatMul(rand), params) is None
+    for platform, mm in (('hip', HIPMatMul(grad, aligne=2, n=4096,
+                                           ldb=4096, ldc=4096)),
+                         ('cuda', CUDAMatMul(grad, aligne=2, n=4096,
+                                             ldb=4096, ldc=4096))):
+        offered = [c.params for c in mm.candidates(np.float64)
+                   if c.family == 'cstream-mblock']
+        assert any('shared' in p for p in offered), platform

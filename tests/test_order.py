@@ -108,8 +108,14 @@ def test_many_rows_offer_mblock_around_the_predicted_groups():
     info = analyse(A)
     assert _mblock_groups(info, 0.0) == 16          # 400 / 24
     assert _mblock_groups(info, 1.0) == 128         # few nnz a row: 400/4
+    # the groups by shared B rows first where offered (smallest budget
+    # first), then the contiguous ones around the predicted count
     _, out = ordered(A)
-    assert out[0].variant == 'cstream-mblock/groups16/ldnc/width1'
+    shared = [c.params.get('shared') for c in out]
+    lead = next(i for i, u in enumerate(shared) if u is None)
+    assert lead >= 1 and shared[:lead] == sorted(shared[:lead])
+    assert out[lead].variant == 'cstream-mblock/groups16/ldnc/width1'
+    # beta != 0: no shared groups on CUDA (cuda.SHARED_ROWS)
     _, out = ordered(A, beta=1.0)
     assert out[0].params['groups'] == 128
     # few columns, beta 0: one plain cstream first
@@ -169,8 +175,12 @@ def test_baked_n_warprows_first_where_row_groups_reread_b():
         A[i, (np.arange(5)*25 + i) % k] = 1.0 + i
     info = analyse(A)
     assert info.group_reads >= 4 and info.density < 0.4
+    # (after the groups by shared B rows: rows i, i + 25, ... use the
+    # same B rows)
     _, out = ordered(A, n=PYFR_N)
-    assert [c.variant for c in out[:2]] == [
+    lead = sum('shared' in c.params for c in out)
+    assert lead and all('shared' in c.params for c in out[:lead])
+    assert [c.variant for c in out[lead:lead + 2]] == [
         'bstream-warprows/bsz24/ldcg/msplit8/stcg',
         'bstream-warprows/bsz24/ldcg/msplit4/stcg']
     # not baked: the order stays as measured at 512 MiB
