@@ -328,12 +328,14 @@ def _prefs_stream(info, cands, beta, n=None):
             else:
                 mb = mb[:WARPROWS_AFTER] + wr + mb[WARPROWS_AFTER:]
         # groups by shared B rows first where offered (they read B from
-        # L2 2-4 times less often than the contiguous groups)
-        mb = _prefs_shared(cands) + mb
+        # L2 2-4 times less often than the contiguous groups), before the
+        # sparse tensor-core tiles too
+        shared = _prefs_shared(cands)
         if MmaGemm.name in families and sparse_gemm_worth_it(info):
             first = SPARSE_GEMM_FIRST_BETA if beta else SPARSE_GEMM_FIRST
-            return (list(first) + mb[:5] + list(SPARSE_GEMM_NEXT)
+            return (shared + list(first) + mb[:5] + list(SPARSE_GEMM_NEXT)
                     + mb[5:] + [STREAM_W1])
+        mb = shared + mb
         if k <= BIG_M and not beta:   # few rows of B: one group does
             return [STREAM_W1] + mb + [STREAM_W2]
         return mb + [STREAM_W1, STREAM_W2]
