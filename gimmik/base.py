@@ -213,11 +213,12 @@ class MatMul:
         params to the operator and the platform's `adapt(row, params)` may
         rewrite them further; either drops the row by returning None; the
         candidate must fit the launch limits (launch_fits) and the
-        platform's register budget (registers_fit); duplicates go."""
+        platform's register budget (registers_fit); duplicates (equal
+        family and Family.kernel_key) go."""
         if set(gates) != set(self.gate_names):
             raise ValueError(f'{self.platform} gates {sorted(gates)} are not '
                              f'the declared {sorted(self.gate_names)}')
-        out = []
+        out, keys = [], set()
         for row in table:
             if not all([gates[g] for g in row.gates]):
                 continue
@@ -229,9 +230,11 @@ class MatMul:
             cand = Candidate(row.family.name, params, dict(opts or {}),
                              row.id)
             kern = self.kernel(cand, dtype)
+            key = (cand.family, kern.kernel_key())
             if (self.launch_fits(kern.geometry())
-                    and self.registers_fit(kern) and cand not in out):
+                    and self.registers_fit(kern) and key not in keys):
                 out.append(cand)
+                keys.add(key)
         return out
 
     def launch_fits(self, geom):

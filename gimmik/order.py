@@ -26,16 +26,17 @@ the generator bakes it (PyFR always passes it), None otherwise:
   (8 row groups) before them;
 - many rows (m > 64, cstream-mblock offered): cstream-mblock, its groups
   by shared B rows first where they are offered (smallest budget first:
-  H100, n = 110080, 0.90-0.93 of copy on hex and prism operators whose
-  rows are lines of points, 1.07-1.14x faster than the contiguous groups,
-  bench/results/pyfr-walk-h100-shared*.csv), then its contiguous group
-  counts sorted by distance from a predicted count (m/24 rows for beta =
-  0; m/4 for beta != 0 with < 8 non-zeros a row, else m/8; at least 8),
-  after the plain cstream where k <= 64 and beta = 0, and with the sparse
-  mma-gemm tiles (the transposed 64 x 64 and 32 x 64 ones; the 32-row one
-  first where beta != 0) first where they are offered for A's non-zeros
-  (sparse_gemm_worth_it; offered for beta != 0 alone, they keep their
-  place at the end);
+  H100, n = 110080, 0.89-0.94 of copy on hex and prism operators whose
+  rows are lines of points, 1.07-1.18x faster than the contiguous groups
+  and the sparse tensor-core tiles, bench/results/pyfr-walk-h100-shared*
+  and -twin-bounded-3*), then its contiguous group counts sorted by
+  distance from a predicted count (m/24 rows for beta = 0; m/4 for beta
+  != 0 with < 8 non-zeros a row, else m/8; at least 8), after the plain
+  cstream where k <= 64 and beta = 0, and with the sparse mma-gemm tiles
+  (the transposed 64 x 64 and 32 x 64 ones; the 32-row one first where
+  beta != 0) first, after the shared groups, where they are offered for
+  A's non-zeros (sparse_gemm_worth_it; offered for beta != 0 alone, they
+  keep their place at the end);
 - few rows, wide (k > m): cstream-ksplit first (4 k-groups first where
   each gets at least 4 columns of A), then cstream;
 - few rows, tall (m >= 2k) and density >= 0.4: bstream-msplit first

@@ -12,7 +12,7 @@ batched waits in tests/test_isa.py."""
 import numpy as np
 import pytest
 
-from conftest import (Panels, gradient_like, group_operator,
+from conftest import (Panels, gradient_like, group_operator, kron_like,
                       random_operator, run_candidate)
 from gimmik import CUDAMatMul, HIPMatMul
 from gimmik.base import Candidate
@@ -265,3 +265,26 @@ def test_shared_groups_plan_and_offer(rng):
         offered = [c.params for c in mm.candidates(np.float64)
                    if c.family == 'cstream-mblock']
         assert any('shared' in p for p in offered), platform
+
+
+def test_budgets_finding_the_same_groups_offer_one_kernel(rng):
+    """Blocks of rows of one support each, rows shuffled: every budget
+    finds the same groups (the blocks), so of the shared rows only the
+    first is offered (Family.kernel_key), on both GPU platforms; the
+    contiguous groups of the same operator stay."""
+    A = kron_like(rng, 96, 48, blocks=8, bk=6)
+    for mm, opts in ((HIPMatMul(A, aligne=2), OPTS),
+                     (CUDAMatMul(A, aligne=2),
+                      {'compute_capability': (9, 0)})):
+        shared = [c for c in mm.candidates(np.float64, **opts)
+                  if 'shared' in c.params]
+        assert len(shared) == 1, [c.row for c in shared]
+        kern = mm.kernel(shared[0], np.float64)
+        assert len(kern.group_rows) == 8
+        for u in (32, 64):
+            other = Candidate('cstream-mblock', dict(shared[0].params,
+                                                     shared=u), opts)
+            assert mm.kernel(other, np.float64).kernel_key() == \
+                kern.kernel_key()
+        assert any('groups' in c.params
+                   for c in mm.candidates(np.float64, **opts))

@@ -159,6 +159,12 @@ class Family:
         MatMul.render)."""
         return {'plan': self.plan}
 
+    def kernel_key(self):
+        """What decides the kernel besides the family: two candidates of
+        one generator with equal keys render the same kernel, and only the
+        first is offered (default: the parameters)."""
+        return repr(sorted(self.params.items()))
+
     def live_values(self):
         """The most values (each `width` columns wide) one thread keeps
         live: accumulators plus held B values; None when the family has no

@@ -5,8 +5,8 @@ C is read or where one row a batch would wait too often).
 
 The groups are either `groups` contiguous groups of similar work
 (analysis.balanced_row_groups) or, with `shared`, the rows grouped by the
-rows of B they share, at most `shared` B rows a group
-(analysis.shared_row_groups): a B row several groups use is read from L2
+rows of B they share, at most `shared` B rows (and `terms` non-zeros,
+where given) a group (analysis.shared_row_groups): a B row several groups use is read from L2
 once a group, and on tensor-product operators contiguous groups cut apart
 the rows that share B rows."""
 
@@ -38,7 +38,8 @@ def mblock_rows(A, params):
     """[rows of A of each group] of a cstream-mblock row's parameters
     (`groups` contiguous groups, empty ones dropped; or `shared`)."""
     if 'shared' in params:
-        return [list(g) for g in shared_row_groups(A, params['shared'])]
+        return [list(g) for g in shared_row_groups(A, params['shared'],
+                                                   params.get('terms'))]
     return [list(range(r0, r1))
             for r0, r1 in plans.balanced_row_groups(A, params['groups'])
             if r1 > r0]
@@ -72,6 +73,14 @@ class CstreamMblock(Family):
     def group_rows(self):
         """[rows of A of each group]."""
         return mblock_rows(self.A, self.params)
+
+    def kernel_key(self):
+        # the groups, not the parameters that chose them: budgets that
+        # find the same groups make the same kernel
+        rest = {k: v for k, v in self.params.items()
+                if k not in ('groups', 'shared', 'terms')}
+        return (repr(sorted(rest.items())),
+                tuple(map(tuple, self.group_rows)))
 
     def geometry(self):
         return Geometry((self.mm.stream_threads(self.opts), 1, 1), 0,
