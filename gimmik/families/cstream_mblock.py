@@ -6,9 +6,9 @@ C is read or where one row a batch would wait too often).
 The groups are either `groups` contiguous groups of similar work
 (analysis.balanced_row_groups) or, with `shared`, the rows grouped by the
 rows of B they share, at most `shared` B rows (and `terms` non-zeros,
-where given) a group (analysis.shared_row_groups): a B row several groups use is read from L2
-once a group, and on tensor-product operators contiguous groups cut apart
-the rows that share B rows."""
+where given) a group (analysis.shared_row_groups): a B row several
+groups use is read from L2 once a group, and on tensor-product operators
+contiguous groups cut apart the rows that share B rows."""
 
 from functools import cached_property
 
