@@ -120,34 +120,30 @@ def balanced_row_groups(A, parts):
     return list(zip(bounds[:-1], bounds[1:]))
 
 
-def shared_row_groups(A, budget, max_terms=None):
+def shared_row_groups(A, budget):
     """The rows of A grouped by the rows of B they use, for kernels that
     load a group's B rows once and compute its rows from them: a tuple of
     groups, each a tuple of row indices (ascending; groups in order of
     their first row), every row of A in exactly one.
 
-    Rows using the same B rows start as one group (cut into as few groups
-    of near-equal rows as keep each within `max_terms` non-zeros, where
-    given); then, greedily, the two groups sharing the most B rows merge,
-    ties to the smaller union of B rows, while the union stays within
-    `budget` rows (a group that alone exceeds it stays alone) and the
-    non-zeros within `max_terms`; groups sharing no B row stay apart.  The
-    all-zero rows go one each to the groups of fewest rows.  On
+    Rows using the same B rows start as one group; then, greedily, the
+    two groups sharing the most B rows merge, ties to the smaller union
+    of B rows, while the union stays within `budget` rows (a group that
+    alone exceeds it stays alone); groups sharing no B row stay apart.
+    The all-zero rows go one each to the groups of fewest rows.  On
     tensor-product operators (gradients: each row a line of points) the
     rows of a plane of points, whose lines share their B rows, end up
     together, where contiguous groups cut those lines apart.
     Deterministic; remembered for the pattern."""
     if budget < 1:
         raise ValueError(f'shared_row_groups: budget {budget} < 1')
-    if max_terms is not None and max_terms < 1:
-        raise ValueError(f'shared_row_groups: max_terms {max_terms} < 1')
     S = np.asarray(A) != 0
     return _shared_row_groups(S.shape, np.packbits(S).tobytes(),
-                              int(budget), max_terms and int(max_terms))
+                              int(budget))
 
 
 @functools.lru_cache(maxsize=64)
-def _shared_row_groups(shape, packed, budget, max_terms):
+def _shared_row_groups(shape, packed, budget):
     m, k = shape
     S = np.unpackbits(np.frombuffer(packed, dtype=np.uint8),
                       count=m*k).reshape(m, k).astype(bool)
@@ -156,48 +152,36 @@ def _shared_row_groups(shape, packed, budget, max_terms):
         return (tuple(range(m)),)
     sup, inv = np.unique(S[live], axis=0, return_inverse=True)
     inv = np.asarray(inv).ravel()
-    members, supports = [], []
-    for c in range(len(sup)):
-        rows = live[inv == c]
-        width = int(sup[c].sum())
-        parts = (1 if max_terms is None
-                 else max(1, -(-len(rows)*width // max_terms)))
-        for r0, r1 in split_even(len(rows), parts):
-            members.append([int(i) for i in rows[r0:r1]])
-            supports.append(sup[c])
+    members = [list(live[inv == c]) for c in range(len(sup))]
     # counts as floats: BLAS products, exact far beyond any k
-    P = np.array(supports, dtype=np.float64)
+    P = sup.astype(np.float64)
     size = P.sum(axis=1)
-    terms = np.array([len(g) for g in members])*size
-    cap = np.inf if max_terms is None else max_terms
     O = P @ P.T
     # a merge's score: shared B rows first, then the smaller union (< 0:
     # none shared, or over the budget)
     union = size[:, None] + size[None, :] - O
-    fits = (union <= budget) & (terms[:, None] + terms[None, :] <= cap)
-    score = np.where(fits, O*(2*k + 1) - union, -1)
+    score = np.where(union <= budget, O*(2*k + 1) - union, -1)
     np.fill_diagonal(score, -1)
-    dead = np.zeros(len(members), dtype=bool)
+    dead = np.zeros(len(sup), dtype=bool)
     while True:
         best = int(np.argmax(score))
-        a, b = divmod(best, len(members))
+        a, b = divmod(best, len(sup))
         if score[a, b] < 0:
             break
         P[a] = np.maximum(P[a], P[b])
         size[a] = P[a].sum()
-        terms[a] += terms[b]
         members[a] += members[b]
         members[b] = None
         dead[b] = True
         score[b, :] = score[:, b] = -1
         over = P @ P[a]
         union = size + size[a] - over
-        fits = (union <= budget) & (terms + terms[a] <= cap)
-        row = np.where(fits, over*(2*k + 1) - union, -1)
+        row = np.where(union <= budget, over*(2*k + 1) - union, -1)
         row[dead] = -1
         row[a] = -1
         score[a, :] = score[:, a] = row
-    groups = [sorted(g) for g in members if g is not None]
+    groups = sorted((sorted(int(i) for i in g) for g in members
+                     if g is not None), key=lambda g: g[0])
     for i in np.flatnonzero(~S.any(axis=1)):
         min(groups, key=len).append(int(i))
     return tuple(tuple(sorted(g)) for g in sorted(groups, key=min))

@@ -20,7 +20,7 @@ from gimmik.families.bstream_msplit import BstreamMsplit
 from gimmik.families.bstream_warprows import BstreamWarpRows
 from gimmik.families.cstream import Cstream
 from gimmik.families.cstream_ksplit import CstreamKsplit
-from gimmik.families.cstream_mblock import CstreamMblock
+from gimmik.families.cstream_mblock import CstreamMblock, mblock_rows
 from gimmik.families.mma_gemm import MmaGemm
 from gimmik.order import order_candidates, placed_rows
 # the names the CUDA families and the tests have imported from here
@@ -62,16 +62,17 @@ LONG_REGISTER_FACTOR = 2.75
 # as ptxas (CUDA 13, sm_90) compiled them on the PyFR suites at n =
 # 110080 baked and at run time (aligne 4): ptxas hoists loads across a
 # group's rows, to 1.5-3x the estimate (p3-pri-m460: 72 -> 222 registers).
-# Groups of 756-1692 non-zeros went to 254 registers and spilled 8-200
-# bytes (one of 768 did not), and so did the beta-1 operators' (prism
-# face operators, 64-616 bytes, held at 64-168 registers by the
-# estimate's launch bound); with no bound but one block an SM, a group of
-# 504 spilled too.  So they are offered for beta 0 only, their groups cut
-# at SHARED_MAX_TERMS non-zeros (rows of one support split where they
-# alone have more; groups of 504-644 compiled to 94-168 registers, no
-# spill), and budgeted as long kernels (long_kernel: LONG_REGISTER_FACTOR
-# times the estimate, offered where that fits 255 registers).
-SHARED_MAX_TERMS = 640
+# Groups of 936-1692 non-zeros went to 254 registers and spilled 24-200
+# bytes, and so did the beta-1 operators' (prism face operators, 64-616
+# bytes, held at 64-168 registers by the estimate's launch bound); with
+# no bound but one block an SM, a group of 504 spilled too.  So they are
+# offered for beta 0 and groups of fewer than LONG_KERNEL_TERMS non-zeros
+# only (groups of 504-644 compiled to 94-168 registers, no spill), and
+# budgeted as long kernels (long_kernel: LONG_REGISTER_FACTOR times the
+# estimate, offered where that fits 255 registers).  Rows of one support
+# cut into groups of fewer non-zeros (p5/p6-pri-m460, 21 non-zeros a row)
+# did not spill but ran at 0.30-0.47 of copy on the H100, where the
+# reordered mma-gemm runs at 0.81-0.88: such operators get none.
 MAX_THREAD_REGISTERS = 255
 
 # Shared memory of an sm_90 SM and the driver's reservation per block, for
@@ -191,8 +192,7 @@ CANDIDATES = [
           'w2 bigm stream') for g in (16, 32)],
     # the rows grouped by the B rows they share, at most 32, 48, 64 a group
     # (SHARED_ROWS)
-    *[Row(f'mblock-s{u}', CstreamMblock,
-          dict(width=1, shared=u, terms=SHARED_MAX_TERMS, ld='nc'),
+    *[Row(f'mblock-s{u}', CstreamMblock, dict(width=1, shared=u, ld='nc'),
           'bigm stream') for u in (32, 48, 64)],
     Row('ksplit2', CstreamKsplit, dict(ksplit=2), 'stream'),
     Row('ksplit4', CstreamKsplit, dict(ksplit=4), 'stream'),
@@ -346,10 +346,11 @@ class CUDAMatMul(MatMul):
                                 n=self.n)
 
     def _adapt(self, row, params):
-        # cstream-mblock's groups by shared B rows: with beta 0 only
-        # (SHARED_ROWS)
-        if (row.family is CstreamMblock and 'shared' in params
-                and self.beta != 0):
+        # cstream-mblock's groups by shared B rows: with beta 0 only and
+        # groups of fewer than LONG_KERNEL_TERMS non-zeros (SHARED_ROWS)
+        if row.family is CstreamMblock and 'shared' in params and (
+                self.beta != 0 or max(_group_terms(self.A, params))
+                >= LONG_KERNEL_TERMS):
             return None
         # evict-first B loads become plain ones on panels of many L2s
         # (PLAIN_B_MIN_VALUES)
@@ -429,6 +430,12 @@ def register_budget(estimate, factor=1.5):
     """Registers per thread to let ptxas use: an estimate times factor (a
     half more by default), rounded up to a multiple of 8."""
     return -(-int(estimate*factor) // 8)*8
+
+
+def _group_terms(A, params):
+    """[non-zeros of A in each row group] of a cstream-mblock row."""
+    S = np.asarray(A) != 0
+    return [int(S[rows].sum()) for rows in mblock_rows(A, params)]
 
 
 def thread_terms(kern):

@@ -394,26 +394,6 @@ def test_shared_row_groups_keep_planes_of_a_gradient(rng):
                 assert where[i] == where[j]
 
 
-def test_shared_row_groups_max_terms(rng):
-    """max_terms caps a group's non-zeros: rows of one support are cut
-    into near-equal groups where they alone have more (a kron block of 12
-    identical rows of 6 non-zeros, 72 in all, at most 30: three groups
-    of 4 rows), and merges stop there; without it they stay one group."""
-    A = np.kron(np.eye(3), np.ones((12, 6)))
-    A[:, 1] = 0.5              # every row shares column 1
-    S = A != 0
-    capped = shared_row_groups(A, 64, max_terms=30)
-    assert sorted(i for g in capped for i in g) == list(range(36))
-    assert all(S[list(g)].sum() <= 30 for g in capped)
-    for b in range(3):
-        rows = set(range(12*b, 12*b + 12))
-        sizes = sorted(len(rows & set(g)) for g in capped if rows & set(g))
-        assert sizes == [4, 4, 4]
-    assert len(shared_row_groups(A, 64)) == 1
-    with pytest.raises(ValueError, match='max_terms'):
-        shared_row_groups(A, 8, max_terms=0)
-
-
 def test_shared_row_groups_bad_budget_and_zero_operator():
     with pytest.raises(ValueError, match='budget'):
         shared_row_groups(np.ones((3, 3)), 0)

@@ -5,10 +5,10 @@ C is read or where one row a batch would wait too often).
 
 The groups are either `groups` contiguous groups of similar work
 (analysis.balanced_row_groups) or, with `shared`, the rows grouped by the
-rows of B they share, at most `shared` B rows (and `terms` non-zeros,
-where given) a group (analysis.shared_row_groups): a B row several
-groups use is read from L2 once a group, and on tensor-product operators
-contiguous groups cut apart the rows that share B rows."""
+rows of B they share, at most `shared` B rows a group
+(analysis.shared_row_groups): a B row several groups use is read from L2
+once a group, and on tensor-product operators contiguous groups cut apart
+the rows that share B rows."""
 
 from functools import cached_property
 
@@ -38,8 +38,7 @@ def mblock_rows(A, params):
     """[rows of A of each group] of a cstream-mblock row's parameters
     (`groups` contiguous groups, empty ones dropped; or `shared`)."""
     if 'shared' in params:
-        return [list(g) for g in shared_row_groups(A, params['shared'],
-                                                   params.get('terms'))]
+        return [list(g) for g in shared_row_groups(A, params['shared'])]
     return [list(range(r0, r1))
             for r0, r1 in plans.balanced_row_groups(A, params['groups'])
             if r1 > r0]
@@ -78,7 +77,7 @@ class CstreamMblock(Family):
         # the groups, not the parameters that chose them: budgets that
         # find the same groups make the same kernel
         rest = {k: v for k, v in self.params.items()
-                if k not in ('groups', 'shared', 'terms')}
+                if k not in ('groups', 'shared')}
         return (repr(sorted(rest.items())),
                 tuple(map(tuple, self.group_rows)))
 
