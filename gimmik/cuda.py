@@ -187,7 +187,7 @@ CANDIDATES = [
     Row('cstream-reload', Cstream, dict(width=1, ld='reload'),
         'bigk stream', tail=True),
     *[Row(f'mblock{g}', CstreamMblock, dict(width=1, groups=g, ld='nc'),
-          'bigm stream') for g in (6, 8, 12, 16, 32, 64, 128)],
+          'bigm stream') for g in (8, 16, 32, 64, 128)],
     *[Row(f'mblock{g}-w2', CstreamMblock, dict(width=2, groups=g, ld='nc'),
           'w2 bigm stream') for g in (16, 32)],
     # the rows grouped by the B rows they share, at most 32, 48, 64 a group

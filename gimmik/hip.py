@@ -114,8 +114,9 @@ BIG_M = 64
 #   SIMD, a few vmcnt(0) waits in all); 6 and 12 groups besides the
 #   powers of two (groups along a tensor-product operator's planes of
 #   points: 6 groups of p5-hex-m132 read each B row 2.7 times, 8 and 16
-#   3.0 and 3.5 times); `shared`: the rows grouped by the B rows they
-#   share (analysis.shared_row_groups).
+#   3.0 and 3.5 times; not on CUDA, where ptxas spilled 9 of their 173
+#   candidates on the suites); `shared`: the rows grouped by the B rows
+#   they share (analysis.shared_row_groups).
 # (bstream-warprows is not offered on HIP: at 16 waves a block, 128 VGPRs
 # a lane, it spilled on a p5-hex-m3-shaped operator, and its stores of
 # loads straight into LDS wait once every 1-3 loads.)
