@@ -89,7 +89,7 @@ def test_cuts_apply_to_their_gates_only():
     assert not ps.cut_gates(small)['big']
     assert [c.variant for c in ps.offered(small, 'no-width2+dense3')] == \
         [c.variant for c in ps.offered(small, 'as-is')]
-    big = pyfr_mm('p4-hex-m460')                  # sparse, 1800 non-zeros
+    big = pyfr_mm('p4-hex-m6', 1.0)               # sparse, 750 non-zeros
     assert ps.cut_gates(big) == {'big': True, 'big-dense': False,
                                  'large-dense': False}
     as_is = ps.offered(big, 'as-is')
