@@ -396,9 +396,8 @@ def _work_cstream(kern):
 
 
 def _work_mblock(kern):
-    A = kern.A
-    return _stream_work(kern, sum(_rows_used(A[rows])
-                                  for rows in kern.group_rows))
+    from gimmik.families.cstream_mblock import group_reads
+    return _stream_work(kern, group_reads(kern.A, kern.group_rows))
 
 
 def _work_msplit(kern):

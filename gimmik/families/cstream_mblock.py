@@ -28,8 +28,9 @@ from gimmik.families import (FREE_REGISTER_ESTIMATE, MAX_REGISTERS,
 SHARED_MAX_READS = 0.75
 
 
-def _reads(A, rows):
-    # B rows the groups `rows` read in all
+def group_reads(A, rows):
+    """B rows the row groups `rows` read in all (each group its used B
+    rows once)."""
     S = np.asarray(A) != 0
     return sum(int(S[g].any(axis=0).sum()) for g in rows)
 
@@ -64,7 +65,8 @@ class CstreamMblock(Family):
             return params
         rows = mblock_rows(mm.A, params)
         contiguous = mblock_rows(mm.A, dict(groups=len(rows)))
-        if _reads(mm.A, rows) > SHARED_MAX_READS*_reads(mm.A, contiguous):
+        if (group_reads(mm.A, rows)
+                > SHARED_MAX_READS*group_reads(mm.A, contiguous)):
             return None
         return params
 
