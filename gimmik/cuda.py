@@ -19,6 +19,7 @@ from gimmik.families.bstream_mgroup import BstreamMgroup
 from gimmik.families.bstream_msplit import BstreamMsplit
 from gimmik.families.bstream_warprows import BstreamWarpRows
 from gimmik.families.cstream import Cstream
+from gimmik.families.cstream_kparts import CstreamKparts
 from gimmik.families.cstream_ksplit import CstreamKsplit
 from gimmik.families.cstream_mblock import CstreamMblock, mblock_rows
 from gimmik.families.mma_gemm import MmaGemm
@@ -198,6 +199,15 @@ CANDIDATES = [
     Row('ksplit4', CstreamKsplit, dict(ksplit=4), 'stream'),
     # the k-split in passes of rows (B loaded at first use): per thread a
     # pass's sums and the B values between their first and last use
+    # k split into parts, partial sums crossing them in shared memory
+    # (offered where each B row is read about once: CstreamKparts.adapt).
+    # blocks=4: without it ptxas (sm_90) kept them to 64-128 registers
+    # and they ran at 0.89-0.94 of copy on the H100 (n = 110080, hex
+    # gradients' transposes of 125 and 216 rows); asked for four blocks an
+    # SM it hoisted loads into 114-210 registers, 0.94-0.97
+    *[Row(f'kparts3-g{g}-w{w}', CstreamKparts,
+          dict(parts=3, groups=g, shared=32, warps=w, blocks=4), 'stream')
+      for g, w in ((2, 2), (1, 4), (1, 8), (2, 4))],
     Row('ksplit2-c24', CstreamKsplit, dict(ksplit=2, chunk=24), 'stream'),
     Row('ksplit4-c16', CstreamKsplit, dict(ksplit=4, chunk=16), 'stream'),
     # the register-bounded row-group family of the HIP table, two wave64

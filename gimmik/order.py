@@ -205,13 +205,23 @@ B_FIRST = ('bstream-w1-cs', 'msplit4-w1', 'msplit2-w2', 'msplit4-w2',
            'msplit8-w1-bsz32', 'bstream-w2-cs', 'msplit8-w1',
            'cstream-w2-cs', 'msplit16-w1-bsz32', 'msplit16-w1')
 
+# cstream-kparts (offered where its parts read each B row about once,
+# CstreamKparts.adapt), in this order: first where m > BIG_M, else after
+# the first KPARTS_AFTER rows (H100, n = 110080, the transposed hex
+# gradients of 125 and 216 rows: 0.90-0.97 of copy, the best other
+# candidate 0.89-0.96; unmeasured on fewer rows)
+KPARTS_ORDER = ('kparts3-g2-w2', 'kparts3-g1-w4', 'kparts3-g1-w8',
+                'kparts3-g2-w4')
+KPARTS_AFTER = 2
+
 # Every row id a platform's rules name ...
 RULE_ROWS = {
     'cuda': frozenset(GEMM_ORDER + GEMM_ORDER_BETA + SPARSE_GEMM_FIRST
                       + SPARSE_GEMM_NEXT + MSPLIT_ORDER + MSPLIT_SMALL_K
                       + FEW_FLOPS_BIG_M + FEW_FLOPS_SMALL_M + WARPROWS_ORDER
                       + (STREAM_W1, STREAM_W2, KSPLIT2, KSPLIT4)
-                      + BAKED_WIDE_FIRST + B_FIRST + KSPLIT_CHUNKED),
+                      + BAKED_WIDE_FIRST + B_FIRST + KSPLIT_CHUNKED
+                      + KPARTS_ORDER),
 }
 # ... and the families whose every row a rule places by a key computed
 # from its parameters
@@ -270,6 +280,13 @@ def _prefs_shared(cands):
 
 
 def _prefs(info, cands, beta, n=None):
+    prefs = _prefs_rest(info, cands, beta, n)
+    if info.m > BIG_M:
+        return list(KPARTS_ORDER) + prefs
+    return prefs[:KPARTS_AFTER] + list(KPARTS_ORDER) + prefs[KPARTS_AFTER:]
+
+
+def _prefs_rest(info, cands, beta, n=None):
     m, k = info.m, info.k
     families = {c.family for c in cands}
     gemm = list(GEMM_ORDER_BETA if beta else GEMM_ORDER)
