@@ -400,6 +400,15 @@ def _work_mblock(kern):
     return _stream_work(kern, group_reads(kern.A, kern.group_rows))
 
 
+def _work_kparts(kern):
+    # each group's B rows read once; the partial sums of the rows crossing
+    # parts go through shared memory (a write, reads and a last read)
+    from gimmik.families.cstream_kparts import kparts_reads
+    slots = sum(blk.slots for blk in kern.plan)
+    return _stream_work(kern, kparts_reads(kern.plan),
+                        lds=3*slots*kern.itemsize)
+
+
 def _work_msplit(kern):
     # B staged through two chunks of bsz rows; every wave of the block
     # reads the chunk back
@@ -523,6 +532,7 @@ WORK = {
     'bstream': _work_cstream,
     'cstream-row': _work_cstream,
     'cstream-mblock': _work_mblock,
+    'cstream-kparts': _work_kparts,
     'bstream-msplit': _work_msplit,
     'bstream-warprows': _work_warprows,
     'bstream-mgroup': _work_mgroup,

@@ -14,6 +14,13 @@ HIP_OPTS = {'gcn_arch': 'gfx942', 'warp_size': 64}
 # ... and the CUDA one
 CUDA_OPTS = {'compute_capability': (9, 0)}
 
+# (platform, dtype, beta, n baked) of the GPU executor runs that cover a
+# family: both platforms, f64 and f32, beta 0, 1 and -0.5
+GPU_RUNS = [(p, dtype, beta, baked)
+            for p in ('hip', 'cuda')
+            for dtype in (np.float64, np.float32)
+            for beta in (0.0, 1.0, -0.5) for baked in (False, True)]
+
 # Relative error allowed against the float64 NumPy reference
 RTOL = {np.float64: 1e-13, np.float32: 1e-5}
 

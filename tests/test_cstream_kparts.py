@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from conftest import gradient_like, run_candidate
+from conftest import GPU_RUNS, gradient_like, run_candidate
 from gimmik import CUDAMatMul, HIPMatMul
 from gimmik.base import Candidate
 from gimmik.families.cstream_kparts import (KPARTS_MAX_READS,
@@ -68,13 +68,8 @@ def test_warps_balanced(rng):
         assert all(cost)
 
 
-COMBOS = [(p, dtype, beta, baked)
-          for p in ('hip', 'cuda')
-          for dtype in (np.float64, np.float32)
-          for beta in (0.0, 1.0, -0.5) for baked in (False, True)]
 
-
-@pytest.mark.parametrize('platform,dtype,beta,baked', COMBOS,
+@pytest.mark.parametrize('platform,dtype,beta,baked', GPU_RUNS,
                          ids=lambda x: getattr(x, '__name__', str(x)))
 def test_emulated(rng, platform, dtype, beta, baked):
     """Zero rows, a row in one part only, one and two row groups: exact in

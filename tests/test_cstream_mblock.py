@@ -12,8 +12,8 @@ batched waits in tests/test_isa.py."""
 import numpy as np
 import pytest
 
-from conftest import (Panels, gradient_like, group_operator, kron_like,
-                      random_operator, run_candidate)
+from conftest import (GPU_RUNS, Panels, gradient_like, group_operator,
+                      kron_like, random_operator, run_candidate)
 from gimmik import CUDAMatMul, HIPMatMul
 from gimmik.base import Candidate
 from gimmik.emulate import run_hip
@@ -193,13 +193,8 @@ def test_bstream_runs(rng):
     assert cuda.runs() == (None, None)
 
 
-SHARED_COMBOS = [(p, dtype, beta, baked)
-                 for p in ('hip', 'cuda')
-                 for dtype in (np.float64, np.float32)
-                 for beta in (0.0, 1.0, -0.5) for baked in (False, True)]
 
-
-@pytest.mark.parametrize('platform,dtype,beta,baked', SHARED_COMBOS,
+@pytest.mark.parametrize('platform,dtype,beta,baked', GPU_RUNS,
                          ids=lambda x: getattr(x, '__name__', str(x)))
 def test_shared_groups_emulated(rng, platform, dtype, beta, baked):
     """Rows grouped by shared B rows (a gradient with zero rows: the
