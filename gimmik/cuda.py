@@ -204,9 +204,11 @@ CANDIDATES = [
     # blocks=4: without it ptxas (sm_90) kept them to 64-128 registers
     # and they ran at 0.89-0.94 of copy on the H100 (n = 110080, hex
     # gradients' transposes of 125 and 216 rows); asked for four blocks an
-    # SM it hoisted loads into 114-210 registers, 0.94-0.97
+    # SM it hoisted loads into 114-210 registers, 0.94-0.97 (measured on
+    # sm_90 only, and its blocks are an sm_90 SM's: gate sm90)
     *[Row(f'kparts3-g{g}-w{w}', CstreamKparts,
-          dict(parts=3, groups=g, shared=32, warps=w, blocks=4), 'stream')
+          dict(parts=3, groups=g, shared=32, warps=w, blocks=4),
+          'stream sm90')
       for g, w in ((2, 2), (1, 4), (1, 8), (2, 4))],
     Row('ksplit2-c24', CstreamKsplit, dict(ksplit=2, chunk=24), 'stream'),
     Row('ksplit4-c16', CstreamKsplit, dict(ksplit=4, chunk=16), 'stream'),
@@ -297,7 +299,8 @@ PLAIN_B_MIN_VALUES = 25*2**20
 STREAM_BLOCK = 128
 
 
-GATES = ('w2', 'bigk', 'bigm', 'stream', 'mma', 'mma90', 'gemmsparse')
+GATES = ('w2', 'bigk', 'bigm', 'stream', 'sm90', 'mma', 'mma90',
+         'gemmsparse')
 
 
 def _gates(mm, dtype, cc):
@@ -318,6 +321,7 @@ def _gates(mm, dtype, cc):
         'stream': not ((mma_offered and info.nnz > MAX_STREAM_NNZ_DENSE)
                        or (gemm_sparse
                            and info.nnz > MAX_STREAM_NNZ_SPARSE)),
+        'sm90': cc >= (9, 0),
         'mma': mma_offered,
         'mma90': mma_offered and cc >= (9, 0),
         'gemmsparse': gemm_sparse,
