@@ -37,9 +37,10 @@ KPARTS_MAX_READS = 1.5
 # small or dense operators, 1: cstream-mblock's groups do)
 KPARTS_MAX_READS_SHARED = 0.5
 # ... and on operators of at most this many non-zeros: on the H100 at
-# n = 110080 a 3888-non-zero operator ran at 0.92-0.95 of copy (0.89 for
-# cstream-mblock), a 7056-non-zero one at 0.47-0.74 (0.79): every warp of
-# a block runs its own long unrolled code in each part
+# n = 110080 a 3888-non-zero operator ran at 0.95-0.97 of copy (0.89 for
+# cstream-mblock), a 7056-non-zero one at 0.47-0.74 in every shape tried
+# (0.79): every warp of a block runs its own long unrolled code in each
+# part
 KPARTS_MAX_NNZ = 4096
 
 
