@@ -11,6 +11,7 @@ from gimmik.families.bstream import Bstream
 from gimmik.families.bstream_mgroup import BstreamMgroup
 from gimmik.families.bstream_msplit import BstreamMsplit
 from gimmik.families.cstream import Cstream
+from gimmik.families.cstream_kparts import CstreamKparts
 from gimmik.families.cstream_ksplit import CstreamKsplit
 from gimmik.families.cstream_mblock import CstreamMblock, mblock_rows
 from gimmik.families.mfma_dense import MfmaDense
@@ -140,6 +141,15 @@ BOUNDED_ROWS = [
         'bigm w2'),
     Row('mblock-s32', CstreamMblock, dict(width=1, shared=32), 'bigm'),
     Row('mblock-s64', CstreamMblock, dict(width=1, shared=64), 'bigm'),
+    # cstream-kparts (CstreamKparts.adapt: where its parts read each B row
+    # about once), eight waves a block: a slot of 64 columns, so a CU's
+    # 64 KiB of LDS holds 128 slots, one block (clang-19, gfx942, the hex
+    # m132 of 125 and 216 rows: 34-56 VGPRs, no scratch, 2-4 waves a
+    # SIMD, one vmcnt(0) per 13-27 loads)
+    Row('kparts3-g1-w8', CstreamKparts,
+        dict(parts=3, groups=1, shared=32, warps=8), 'bigm'),
+    Row('kparts3-g2-w8', CstreamKparts,
+        dict(parts=3, groups=2, shared=32, warps=8), 'bigm'),
 ]
 # cstream-mblock needs at least this many rows a group on HIP (a group of
 # one row waits for its B values as soon as it loads them)

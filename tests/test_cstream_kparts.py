@@ -111,7 +111,7 @@ def test_wrong_bake_is_caught(rng, platform):
 
 def test_offered_where_it_reads_few_b_rows(rng):
     """Offered on a gradient's transpose (each B row read once or twice)
-    on sm_90; not on sm_80, nor on the gradient itself (no row crosses parts: its rows are one
+    on sm_90 and on HIP; not on sm_80, nor on the gradient itself (no row crosses parts: its rows are one
     derivative each) nor on a dense operator (every part's groups read
     every B row of the part, once a row group, but rows share all)."""
     def offered(A):
@@ -123,6 +123,15 @@ def test_offered_where_it_reads_few_b_rows(rng):
     assert not [c for c in CUDAMatMul(divergence_like(rng, 4)).candidates(
         np.float64, compute_capability=(8, 0))
         if c.family == CstreamKparts.name]
+    # HIP: on operators of more than 64 rows (gate bigm), every offered one
+    # within a CU's LDS
+    mm = HIPMatMul(divergence_like(rng, 5))
+    hip = [c for c in mm.candidates(np.float64, gcn_arch='gfx942',
+                                    warp_size=64)
+           if c.family == CstreamKparts.name]
+    assert hip
+    for c in hip:
+        assert mm.kernel(c, np.float64).geometry().shared <= 64*1024
     dense = rng.uniform(1.0, 2.0, (40, 120))
     mm = CUDAMatMul(dense)
     assert CstreamKparts.adapt(mm, dict(parts=3, groups=4, shared=8,
