@@ -19,6 +19,9 @@ The regime of A is decided from its shape (m, k), its density, the
 non-zeros per row and beta (whether C is read); n is the panel width when
 the generator bakes it (PyFR always passes it), None otherwise:
 
+- cstream-kparts, where offered (its parts read each used B row about
+  once: CstreamKparts.adapt): first where m > 64, else after the first
+  two rows of the rules below (KPARTS_ORDER);
 - dense (density >= 0.5 and mma-gemm offered): mma-gemm first, its tiles
   in the order measured best most often (the transposed 64 x 64 tile
   first, held to four blocks an SM, then without; then for beta != 0 its
