@@ -58,6 +58,22 @@ def test_plan_roles_and_reads(rng):
     assert A.shape[1] < kparts_reads(two) <= KPARTS_MAX_READS*A.shape[1]
 
 
+def test_batches(rng):
+    """With min_loads, a warp's groups merge in order into batches of at
+    least that many B rows (the last of a warp may have fewer), each B
+    row loaded once a batch; the rows and terms stay the same."""
+    A = divergence_like(rng, 4)
+    plain = kparts_plan(A, 1, 3, 32, 2)
+    batched = kparts_plan(A, 1, 3, 32, 2, min_loads=8)
+    for part, bpart in zip(plain[0].parts, batched[0].parts):
+        for warp, bwarp in zip(part, bpart):
+            assert [r for g in warp for r in g.rows] == \
+                [r for g in bwarp for r in g.rows]
+            assert all(len(g.loads) >= 8 for g in bwarp[:-1])
+            assert all(len(set(g.loads)) == len(g.loads) for g in bwarp)
+            assert len(bwarp) < len(warp)
+
+
 def test_warps_balanced(rng):
     A = divergence_like(rng, 4)
     plan = kparts_plan(A, 1, 3, 32, 4)

@@ -4,7 +4,9 @@ contiguous row groups, one a block (as cstream-mblock's).  A block's
 warps go through the parts in turn, a barrier between them; within a
 part, the rows with terms there are grouped by the B rows they share
 (analysis.shared_row_groups, at most `shared` B rows a group) and the
-groups dealt to the block's `warps` warps.  A row of C whose terms fall
+groups dealt to the block's `warps` warps (where the platform batches
+loads, a warp's consecutive groups merged into batches of BATCH_LOADS B
+rows or more: one wait for them).  A row of C whose terms fall
 in several parts keeps its partial sum in shared memory (a slot, one
 value a column) from its first part to its last, which stores it.
 
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gimmik.analysis import ksplit_ranges, shared_row_groups
-from gimmik.families import Family, Geometry
+from gimmik.families import BATCH_LOADS, Family, Geometry
 from gimmik.families.cstream_mblock import group_reads
 from gimmik.plans import balanced_row_groups
 
@@ -73,9 +75,12 @@ class KpartsBlock:
     slots: int
 
 
-def kparts_plan(A, groups, parts, shared, warps):
+def kparts_plan(A, groups, parts, shared, warps, min_loads=None):
     """[KpartsBlock of each of A's `groups` contiguous row groups (empty
-    ones dropped)]: see the module docstring."""
+    ones dropped)]: see the module docstring.  With min_loads (the
+    platform's BATCH_LOADS), a warp's consecutive groups are merged until
+    each loads at least that many B rows (the union of theirs): one wait
+    for them all."""
     S = np.asarray(A) != 0
     cols = [c for c in ksplit_ranges(A, parts) if c]
     out = []
@@ -96,7 +101,8 @@ def kparts_plan(A, groups, parts, shared, warps):
             sub[:, c] = np.asarray(A)[np.ix_(live, c)]
             found = [_group(A, [live[g] for g in grp], c, p, touched, slot)
                      for grp in shared_row_groups(sub, shared)]
-            block.append(_deal(found, warps))
+            block.append(tuple(_batched(own, min_loads)
+                               for own in _deal(found, warps)))
         zero = tuple(i for i in rows if not touched[i])
         if not block:
             block.append(tuple(() for _ in range(warps)))
@@ -130,6 +136,23 @@ def _deal(groups, warps):
     return tuple(tuple(groups[g] for g in sorted(o)) for o in own)
 
 
+def _batched(groups, min_loads):
+    """groups merged in runs until each loads at least min_loads B rows
+    (the last run may load fewer); groups as they are for None."""
+    if not min_loads:
+        return groups
+    out, loads, rows = [], [], []
+    for g in groups:
+        loads += [j for j in g.loads if j not in loads]
+        rows += g.rows
+        if len(loads) >= min_loads:
+            out.append(KpartsGroup(tuple(loads), tuple(rows)))
+            loads, rows = [], []
+    if rows:
+        out.append(KpartsGroup(tuple(loads), tuple(rows)))
+    return tuple(out)
+
+
 def kparts_reads(plan):
     """B rows the plan loads in all (each group its loads once)."""
     return sum(len(g.loads) for blk in plan for part in blk.parts
@@ -149,7 +172,8 @@ class CstreamKparts(Family):
         if info.nnz > KPARTS_MAX_NNZ or not len(info.bix):
             return None
         plan = kparts_plan(mm.A, params['groups'], params['parts'],
-                           params['shared'], params['warps'])
+                           params['shared'], params['warps'],
+                           BATCH_LOADS[mm.platform])
         reads = kparts_reads(plan)
         whole = group_reads(mm.A, [list(g) for g in shared_row_groups(
             mm.A, params['shared'])])
@@ -169,7 +193,7 @@ class CstreamKparts(Family):
     def build_plan(self):
         p = self.params
         return kparts_plan(self.A, p['groups'], p['parts'], p['shared'],
-                           p['warps'])
+                           p['warps'], BATCH_LOADS[self.mm.platform])
 
     def context(self):
         return {'rowgroups': self.plan,
