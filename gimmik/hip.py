@@ -143,9 +143,10 @@ BOUNDED_ROWS = [
     Row('mblock-s64', CstreamMblock, dict(width=1, shared=64), 'bigm'),
     # cstream-kparts (CstreamKparts.adapt: where its parts read each B row
     # about once), eight waves a block: a slot of 64 columns, so a CU's
-    # 64 KiB of LDS holds 128 slots, one block (clang-19, gfx942, the hex
-    # m132 of 125 and 216 rows: 34-56 VGPRs, no scratch, 2-4 waves a
-    # SIMD, one vmcnt(0) per 13-27 loads)
+    # 64 KiB of LDS holds 128 slots, one block (clang-19, gfx90a and
+    # gfx942, the hex m132 of 125 and 216 rows: 56-70 VGPRs, no scratch,
+    # 2-4 waves a SIMD, one vmcnt(0) per 8.5-43 loads, a warp's groups
+    # loaded in batches of at least BATCH_LOADS B rows)
     Row('kparts3-g1-w8', CstreamKparts,
         dict(parts=3, groups=1, shared=32, warps=8), 'bigm'),
     Row('kparts3-g2-w8', CstreamKparts,
