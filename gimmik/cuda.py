@@ -197,8 +197,6 @@ CANDIDATES = [
           'bigm stream') for u in (32, 48, 64)],
     Row('ksplit2', CstreamKsplit, dict(ksplit=2), 'stream'),
     Row('ksplit4', CstreamKsplit, dict(ksplit=4), 'stream'),
-    # the k-split in passes of rows (B loaded at first use): per thread a
-    # pass's sums and the B values between their first and last use
     # k split into parts, partial sums crossing them in shared memory
     # (offered where each B row is read about once: CstreamKparts.adapt).
     # blocks=4: without it ptxas (sm_90) kept them to 64-128 registers
@@ -210,6 +208,8 @@ CANDIDATES = [
           dict(parts=3, groups=g, shared=32, warps=w, blocks=4),
           'stream sm90')
       for g, w in ((2, 2), (1, 4), (1, 8), (2, 4))],
+    # the k-split in passes of rows (B loaded at first use): per thread a
+    # pass's sums and the B values between their first and last use
     Row('ksplit2-c24', CstreamKsplit, dict(ksplit=2, chunk=24), 'stream'),
     Row('ksplit4-c16', CstreamKsplit, dict(ksplit=4, chunk=16), 'stream'),
     # the register-bounded row-group family of the HIP table, two wave64

@@ -283,13 +283,13 @@ def _prefs_shared(cands):
 
 
 def _prefs(info, cands, beta, n=None):
-    prefs = _prefs_rest(info, cands, beta, n)
+    prefs = _prefs_by_regime(info, cands, beta, n)
     if info.m > BIG_M:
         return list(KPARTS_ORDER) + prefs
     return prefs[:KPARTS_AFTER] + list(KPARTS_ORDER) + prefs[KPARTS_AFTER:]
 
 
-def _prefs_rest(info, cands, beta, n=None):
+def _prefs_by_regime(info, cands, beta, n=None):
     m, k = info.m, info.k
     families = {c.family for c in cands}
     gemm = list(GEMM_ORDER_BETA if beta else GEMM_ORDER)
