@@ -348,10 +348,6 @@ class Work:
     wave_paths: int = 1
 
 
-def _rows_used(A):
-    return int(np.count_nonzero((np.asarray(A) != 0).any(axis=0)))
-
-
 def _stream_work(kern, b_rows, lds=0.0, stage=None, waits=1, loads=None,
                  reread=None):
     """Work of the one-thread-per-column families: b_rows rows of B read
@@ -441,8 +437,9 @@ def _work_mgroup(kern):
     # bsz rows, one wait a chunk of the block's group; a wave reads each
     # B row its rows use from LDS once a chunk and feeds its FMAs from LDS
     # (lds_fed)
-    g, size, A, P = kern.geometry(), kern.itemsize, kern.A, kern.plan
-    rows = sum(_rows_used(A[r0:r1]) for r0, r1, _ in P.groups)
+    from gimmik.families.cstream_mblock import group_reads
+    g, size, P = kern.geometry(), kern.itemsize, kern.plan
+    rows = group_reads(kern.A, [range(r0, r1) for r0, r1, _ in P.groups])
     reads = sum(len({r for _, _, r, _ in ups}) for _, _, sub in P.groups
                 for per_q in sub.updates for ups in per_q)
     chunks = max(len(sub.chunks) for _, _, sub in P.groups)

@@ -159,6 +159,17 @@ def kparts_reads(plan):
                for warp in part for g in warp)
 
 
+def _bound_plan(mm, params):
+    """kparts_plan of generator mm's operator for a row's parameters, on
+    its platform's load batches; built once per generator (adapt and the
+    kernel share it)."""
+    key = ('cstream-kparts plan', params['groups'], params['parts'],
+           params['shared'], params['warps'])
+    return mm.memo(key, lambda: kparts_plan(
+        mm.A, params['groups'], params['parts'], params['shared'],
+        params['warps'], BATCH_LOADS[mm.platform]))
+
+
 class CstreamKparts(Family):
     name = 'cstream-kparts'
 
@@ -171,9 +182,7 @@ class CstreamKparts(Family):
         info = mm.info
         if info.nnz > KPARTS_MAX_NNZ or not len(info.bix):
             return None
-        plan = kparts_plan(mm.A, params['groups'], params['parts'],
-                           params['shared'], params['warps'],
-                           BATCH_LOADS[mm.platform])
+        plan = _bound_plan(mm, params)
         reads = kparts_reads(plan)
         whole = group_reads(mm.A, [list(g) for g in shared_row_groups(
             mm.A, params['shared'])])
@@ -191,9 +200,7 @@ class CstreamKparts(Family):
                         row_groups=len(self.plan))
 
     def build_plan(self):
-        p = self.params
-        return kparts_plan(self.A, p['groups'], p['parts'], p['shared'],
-                           p['warps'], BATCH_LOADS[self.mm.platform])
+        return _bound_plan(self.mm, self.params)
 
     def context(self):
         return {'rowgroups': self.plan,
