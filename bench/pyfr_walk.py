@@ -24,7 +24,11 @@ fit the run's budget), each result checked once against cuBLAS (f64, per
 row max |c - ref| / max |ref| <= 1e-12, output NaN-poisoned for beta = 0),
 and the compile seconds of the candidates each walk built.  The walk's
 pick, the best candidate of all and upstream's pick are timed again
-together (median of --repeats launches each, interleaved) for the ratios;
+together (median of --repeats launches each, interleaved) for the ratios,
+with a device-to-device copy moving the bytes the product moves at least
+(B read, C written, and read where beta is not 0) timed among them: the
+copy fractions are that copy's time over a pick's, both timed the same
+way, one launch per event pair;
 with --vendor the fastest vendor formulation of the cuda runtime (cuBLAS,
 CuPy, cuBLASLt; checked to TOL like the candidates) is timed with them
 (ours_over_vendor, up_over_vendor: time ratios).
@@ -61,7 +65,7 @@ from bench.walk_report import (CAND_FIELDS, FIELDS, append,  # noqa: E402
                                cand_row, fmt, read_done, summarise)
 from bench.walk_timing import (Device, Panels, Timed,  # noqa: E402
                                _render_compile, _task_ours, _task_up,
-                               vendor_best)
+                               moved_bytes, vendor_best)
 
 # n targets: ~2e4, the issue's hex case (~1.1e5) and ~1e6 columns
 N_TARGETS = (20480, 110080, 1000000)
@@ -275,9 +279,10 @@ def walk_upstream(A, beta, n, kname, up_results, up, cc):
     return up_walk, [r['key'] for r in up_results][:len(up_walk['seen'])]
 
 
-def retime(dev, panels, picks, vend, n, repeats):
-    """Median seconds of each pick (None or not timed: None) and of the
-    vendor's launch (None without one), timed together, interleaved."""
+def retime(dev, panels, picks, vend, n, repeats, copy=None):
+    """Median seconds of each pick (None or not timed: None), of the
+    vendor's launch (None without one) and of the copy launch (None
+    without one), timed together, interleaved."""
     uniq = list({id(x): x for x in picks if x is not None and
                  math.isfinite(x.get('time_s', math.inf))}.values())
     p = panels
@@ -285,12 +290,15 @@ def retime(dev, panels, picks, vend, n, repeats):
                 for x in uniq]
     if vend is not None:
         launches.append(lambda: vend[1](p.b, p.c, n, n, n))
+    if copy is not None:
+        launches.append(copy)
     with dev.stream:
         ts = dev.time_median(launches, repeats) if launches else []
+    ct = ts.pop() if copy is not None else None
     vt = ts.pop() if vend is not None else None
     retimed = {id(x): s for x, s in zip(uniq, ts)}
     return [retimed.get(id(x)) if x is not None else None
-            for x in picks], vt
+            for x in picks], vt, ct
 
 
 def ratio(a, b):
@@ -333,11 +341,15 @@ def run_one(dev, name, A, n, ncand, futs, upfut, all_cands, cc, args,
         wr = served.by_variant.get(wv) if wv else None
         ur = up.items[up_keys[up_walk['pick']]] if uv else None
         orr = served.by_variant.get(ov) if ov else None
-        # the picks (and the vendor's best) timed again together
+        # the picks (with the vendor's best and a same-bytes copy) timed
+        # again together
         vend = vendor_best(dev, panels, A, beta, n, args.runtime,
                            args.repeats) if args.runtime is not None else None
-        (wt2, bt2, ut2, ot2), vt2 = retime(dev, panels, [wr, best, ur, orr],
-                                           vend, n, args.repeats)
+        m, k = A.shape
+        copy = dev.copy_launch(moved_bytes(m, k, beta, n))
+        (wt2, bt2, ut2, ot2), vt2, ct2 = retime(
+            dev, panels, [wr, best, ur, orr], vend, n, args.repeats, copy)
+        del copy
         row.update(
             walk_pick=wv or '', walk_time_s=fmt(wt2),
             all_best=best['meta']['variant'] if best else '',
@@ -356,6 +368,9 @@ def run_one(dev, name, A, n, ncand, futs, upfut, all_cands, cc, args,
             vendor_formulation=vend[0] if vend else '',
             vendor_time_s=fmt(vt2), ours_over_vendor=ratio(wt2, vt2),
             up_over_vendor=ratio(ut2, vt2),
+            copy_time_s=fmt(ct2), walk_copy_fraction=ratio(ct2, wt2),
+            all_best_copy_fraction=ratio(ct2, bt2),
+            up_copy_fraction=ratio(ct2, ut2),
             nfail=ours.fail + up.fail)
         return row
     finally:

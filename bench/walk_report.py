@@ -13,7 +13,8 @@ FIELDS = ['op', 'etype', 'order', 'mat', 'm', 'k', 'nnz', 'density', 'nuq',
           'up_compile_s', 'ncand', 'nwalk', 'up_nwalk', 'walk_seen',
           'ord_walk_pick', 'ord_walk_over_all', 'ord_over_up',
           'vendor_formulation', 'vendor_time_s', 'ours_over_vendor',
-          'up_over_vendor', 'nfail', 'device']
+          'up_over_vendor', 'copy_time_s', 'walk_copy_fraction',
+          'all_best_copy_fraction', 'up_copy_fraction', 'nfail', 'device']
 CAND_FIELDS = ['op', 'n', 'kind', 'rank', 'variant', 'time_s', 'walk_seen',
                'registers', 'local_mem', 'shared_mem', 'compile_s', 'error',
                'status']
@@ -104,6 +105,21 @@ def summarise(path):
             print(f'{col} (time ratio, < 1 faster than the vendor): '
                   f'geomean {geomean(x):.3f} over {len(x)}, '
                   f'{sum(v > 1 for v in x)} above 1')
+    cf = [r for r in rows if r.get('all_best_copy_fraction')]
+    if cf:
+        print('copy fractions (a same-bytes device copy\'s time over the '
+              'pick\'s, timed together):')
+        for col in ('walk_copy_fraction', 'all_best_copy_fraction',
+                    'up_copy_fraction'):
+            x = [float(r[col]) for r in cf if r.get(col)]
+            if x:
+                print(f'  {col}: geomean {geomean(x):.3f}, min {min(x):.3f},'
+                      f' >= 0.90 on {sum(v >= 0.9 for v in x)} of {len(x)}')
+        ok = [r for r in cf if float(r['all_best_copy_fraction']) >= 0.9
+              and float(r['all_best_copy_fraction'])
+              >= float(r.get('up_copy_fraction') or 0)]
+        print(f'  best candidate >= 0.90 of copy and no slower than '
+              f'upstream\'s pick: {len(ok)} of {len(cf)}')
     # compile seconds per (etype, order): the first n target's rows
     comp = {}
     for r in rows:

@@ -125,6 +125,21 @@ class Device:
         fn(tuple(meta['grid']), tuple(meta['block']), (b, c), 0,
            self.stream)
 
+    def copy_launch(self, nbytes):
+        """A launch function of a device-to-device copy moving nbytes
+        (nbytes/2 read and written) on this stream, the reference a kernel
+        moving as many bytes is measured against."""
+        cp = self.cupy
+        half = int(nbytes) // 2 // 16 * 16
+        src = cp.zeros(half, dtype=np.uint8)
+        dst = cp.empty_like(src)
+
+        def copy():
+            cp.cuda.runtime.memcpyAsync(
+                dst.data.ptr, src.data.ptr, half,
+                cp.cuda.runtime.memcpyDeviceToDevice, self.stream.ptr)
+        return copy
+
     def time_pyfr(self, fn, meta, b, c):
         """PyFR's _benchmark: events around nbench launches after the
         warm-up ones, mean, in seconds."""
@@ -153,6 +168,12 @@ class Device:
                 e.synchronize()
                 out[j].append(cp.cuda.get_elapsed_time(s, e)*1e-3)
         return [float(np.median(t)) for t in out]
+
+
+def moved_bytes(m, k, beta, n, itemsize=8):
+    """Bytes a product with an m x k operator moves at least over n
+    columns: B read, C written, C read too where beta is not 0."""
+    return (k + m*(2 if beta else 1))*itemsize*n
 
 
 class Panels:

@@ -182,6 +182,13 @@ def test_dense_filter():
     assert pw.pyfr_sends(S)
 
 
+def test_moved_bytes_counts_c_twice_with_beta():
+    from bench.walk_timing import moved_bytes
+    assert moved_bytes(3, 5, 0.0, 7) == (5 + 3)*8*7
+    assert moved_bytes(3, 5, -0.5, 7) == (5 + 6)*8*7
+    assert moved_bytes(3, 5, 1.0, 7, itemsize=4) == (5 + 6)*4*7
+
+
 def test_panel_sizes():
     assert pw.pyfr_aligne(8) == 16 and pw.pyfr_aligne(4) == 32
     assert pw.pyfr_panel(110080, 5) == (22016, 110080)
@@ -307,6 +314,12 @@ class _FakeDevice:
             out.append(self.last)
         return out
 
+    def copy_launch(self, nbytes):
+        # a copy at 2 TB/s
+        def copy():
+            self.last = nbytes / 2e12
+        return copy
+
 
 class _FakePanels:
     def __init__(self, dev, A, beta, n, seed):
@@ -382,6 +395,13 @@ def test_run_one_records_both_walks(tmp_path, monkeypatch):
     assert row['walk_seen'] == ' '.join(v for v, _ in walk['seen'])
     assert row['ours_compile_s'] == f'{0.5 * len(walk["seen"]):.3f}'
     assert row['up_compile_s'] == '0.500' and row['vendor_time_s'] == ''
+    # the same-bytes copy (B read and C written: beta is 0) timed with them
+    m, k = A.shape
+    copy_s = (k + m)*8*n / 2e12
+    assert row['copy_time_s'] == f'{copy_s:.6e}'
+    assert row['all_best_copy_fraction'] == f'{copy_s / best:.4f}'
+    assert row['walk_copy_fraction'] == f'{copy_s / times[pick]:.4f}'
+    assert row['up_copy_fraction'] == f'{copy_s / 1e-5:.4f}'
     with open(cand_out) as f:
         rows = f.read().splitlines()
     assert len(rows) == 1 + len(cands) + 2
