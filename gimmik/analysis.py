@@ -187,6 +187,48 @@ def _shared_row_groups(shape, packed, budget):
     return tuple(tuple(sorted(g)) for g in sorted(groups, key=min))
 
 
+def union_row_blocks(A, size):
+    """A's rows (a tuple, every row once) in blocks of `size` (the last
+    one short), each block's union of used columns kept small: a block
+    starts from the remaining row with the most non-zeros and takes, one
+    at a time, the remaining row adding the fewest columns to its union
+    (ties: the most columns shared, then the lowest index).  For kernels
+    whose blocks of rows each loop over their own used columns (mma-gemm's
+    compact).  Deterministic; remembered for the pattern."""
+    if size < 1:
+        raise ValueError(f'union_row_blocks: size {size} < 1')
+    S = np.asarray(A) != 0
+    return _union_row_blocks(S.shape, np.packbits(S).tobytes(), int(size))
+
+
+@functools.lru_cache(maxsize=64)
+def _union_row_blocks(shape, packed, size):
+    m, k = shape
+    S = np.unpackbits(np.frombuffer(packed, dtype=np.uint8),
+                      count=m*k).reshape(m, k).astype(bool)
+    # counts as floats: BLAS products, exact far beyond any k
+    P = S.astype(np.float64)
+    left = np.ones(m, dtype=bool)
+    order = []
+    while left.any():
+        idx = np.flatnonzero(left)
+        seed = int(idx[np.argmax(P[idx].sum(axis=1))])
+        left[seed] = False
+        order.append(seed)
+        union = S[seed].copy()
+        for _ in range(size - 1):
+            idx = np.flatnonzero(left)
+            if not idx.size:
+                break
+            new = P[idx] @ ~union
+            shared = P[idx] @ union
+            best = int(idx[np.lexsort((idx, -shared, new))[0]])
+            left[best] = False
+            order.append(best)
+            union |= S[best]
+    return tuple(order)
+
+
 def split_even(count, parts):
     """Split range(count) into `parts` contiguous, near-equal ranges.
 

@@ -398,3 +398,41 @@ def test_shared_row_groups_bad_budget_and_zero_operator():
     with pytest.raises(ValueError, match='budget'):
         shared_row_groups(np.ones((3, 3)), 0)
     assert shared_row_groups(np.zeros((4, 3)), 8) == ((0, 1, 2, 3),)
+
+
+def _block_unions(A, rows, size):
+    S = np.asarray(A)[list(rows)] != 0
+    return [int(S[i:i + size].any(axis=0).sum())
+            for i in range(0, len(rows), size)]
+
+
+def test_union_row_blocks_every_row_once_and_deterministic(rng):
+    A = random_operator(rng, 53, 30, 0.2)
+    A[7] = 0.0
+    rows = analysis.union_row_blocks(A, 8)
+    assert sorted(rows) == list(range(53))
+    assert analysis.union_row_blocks(A.copy(), 8) == rows
+    with pytest.raises(ValueError, match='size'):
+        analysis.union_row_blocks(A, 0)
+
+
+def test_union_row_blocks_gathers_rows_sharing_columns(rng):
+    """Rows of a block-diagonal pattern, shuffled, come back a block of
+    rows at a time: each block's union is one diagonal block's columns
+    (contiguous blocks of the shuffled order use many more)."""
+    A = np.zeros((48, 36))
+    for b in range(6):
+        A[8*b:8*(b + 1), 6*b:6*(b + 1)] = rng.standard_normal((8, 6))
+    A = A[rng.permutation(48)]
+    rows = analysis.union_row_blocks(A, 8)
+    assert _block_unions(A, rows, 8) == [6]*6
+    assert sum(_block_unions(A, range(48), 8)) > 2*36
+
+
+def test_union_row_blocks_on_a_gradient(rng):
+    """A tensor-product gradient: blocks of 25 rows use fewer columns in
+    all than contiguous blocks of its own order."""
+    A = gradient_like(rng, 5)
+    rows = analysis.union_row_blocks(A, 25)
+    assert sum(_block_unions(A, rows, 25)) < \
+        0.7*sum(_block_unions(A, range(A.shape[0]), 25))
