@@ -241,6 +241,19 @@ CANDIDATES = [
         ('sparse-t4-wm2',
          dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=2, wn=2, kstage=2,
               nbuf=6), False)]],
+    # the same two transposed tiles, each m-block's k loop over its own
+    # used columns of A (compact; offered where that cuts the stages run:
+    # MmaGemm.adapt).  H100, n = 110080, beside the reordered twins:
+    # p6-pri-m460 0.80 -> 0.90 of copy, p5-pri-m460 0.88 -> 0.90,
+    # p6-pri-m0 0.83 -> 0.90 (the 32-row tile)
+    *[Row(rid, MmaGemm, dict(p, cpre=True, compact=True), 'gemmsparse')
+      for rid, p in [
+        ('sparse-t4-compact',
+         dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
+              nbuf=6)),
+        ('sparse-t4-wm2-compact',
+         dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=2, wn=2, kstage=2,
+              nbuf=6))]],
 ]
 
 # Where mma-gemm is offered first (gate mma), the unrolled streaming

@@ -73,6 +73,22 @@ def kron_like(rng, m=200, k=46, blocks=5, bk=9):
     return A[rng.permutation(m)][:, rng.permutation(k)]
 
 
+def prism_like(rng, tri=21, line=6):
+    """The derivatives at the points of a prism-like tensor product (a
+    triangle's `tri` points times a line's `line`): two in the triangle's
+    plane (rows: one random tri x tri matrix along each point's triangle
+    layer) and one along the line (a random line x line matrix along each
+    point's line); columns: the points, triangle index fastest.  About
+    10 % dense, as PyFR's prism operators."""
+    n = tri*line
+    A = np.zeros((3*n, n))
+    for d in range(2):
+        A[d*n:(d + 1)*n] = np.kron(np.eye(line),
+                                   rng.standard_normal((tri, tri)))
+    A[2*n:] = np.kron(rng.standard_normal((line, line)), np.eye(tri))
+    return A
+
+
 def gradient_like(rng, p=4):
     """The three derivatives at the p**3 points of a tensor-product cube
     (rows: d/dx at every point, then d/dy, then d/dz; columns: the

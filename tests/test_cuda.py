@@ -16,7 +16,7 @@ import tempfile
 import numpy as np
 import pytest
 
-from conftest import kron_like, random_operator
+from conftest import gradient_like, kron_like, prism_like, random_operator
 from gimmik.base import Candidate
 from gimmik.emulate import run_cuda
 from gimmik.validate import check_dtype
@@ -561,6 +561,13 @@ GEMM_EMU = [  # (shape params, operator, beta, baked)
     (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
           nbuf=3, skip=True, cpre=True, tiles=3, reorder=True), 'kron',
      -0.5, True),
+    # compact: each m-block's own used columns, B's rows by its table
+    (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
+          nbuf=6, cpre=True, compact=True), 'grad', 1.0, False),
+    (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=2, wn=2, kstage=2,
+          nbuf=6, compact=True), 'grad', 0.0, True),
+    (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
+          nbuf=3, cpre=True, tiles=3, compact=True), 'grad', -0.5, True),
 ]
 
 
@@ -571,11 +578,13 @@ def test_gemm_kernel_emulated(rng, case):
     C = A*B + beta*C: ragged m, k and n (two column blocks, the last one
     odd, with tiles a tile wholly beyond n), padded strides left alone,
     every element of C written, zero slabs skipped and an m-block with no
-    live stage, A reordered."""
+    live stage, A reordered, each m-block's own columns (compact)."""
     params, kind, beta, baked = GEMM_EMU[case]
     m, k = {'dense': (270, 45), 'slabs': (200, 45), 'deep': (150, 300),
-            'kron': (200, 46)}[kind]
-    A = kron_like(rng) if kind == 'kron' else rng.standard_normal((m, k))
+            'kron': (200, 46), 'grad': (192, 64)}[kind]
+    A = {'kron': lambda: kron_like(rng),
+         'grad': lambda: gradient_like(rng, 4)}.get(
+        kind, lambda: rng.standard_normal((m, k)))()
     if kind == 'deep':
         A[:, 100:140] = 0.0        # dead stages (with skip)
     if kind == 'slabs':
@@ -604,7 +613,8 @@ def test_gemm_kernel_emulated(rng, case):
     assert plan.late_issue == (kind == 'deep')
     if kind == 'slabs' and params.get('skip'):
         assert plan.cnt.min() == 0 and not plan.full
-    assert (plan.rows is not None) == (kind == 'kron')
+    assert (plan.rows is not None) == (kind in ('kron', 'grad'))
+    assert (plan.bcols is not None) == bool(params.get('compact'))
     out = emulate(src, meta, Bf, Cf, n)
     assert np.isfinite(out[:, :n]).all()
     assert np.abs(out[:, :n] - ref).max() <= 1e-13*np.abs(ref).max()
@@ -660,6 +670,39 @@ def test_gemm_emulation_catches_an_unordered_kernel(rng, wrong):
     assert np.abs(good - A @ B).max() <= 1e-13*np.abs(A @ B).max()
     bad = emulate(re.sub(*wrong, src), meta, B, np.zeros((200, n)), n)
     assert not np.abs(bad - A @ B).max() <= 1e-3
+
+
+@pytest.mark.skipif(GXX is None, reason='g++ is not installed')
+def test_gemm_emulation_catches_a_compact_kernel_reading_one_table(rng):
+    """A compact kernel reading every m-block's B rows from the first
+    m-block's table gives a wrong C."""
+    A = gradient_like(rng, 4)
+    params = dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=2, wn=2,
+                  kstage=2, nbuf=6, compact=True)
+    mm = CUDAMatMul(A, aligne=2)
+    cand = Candidate('mma-gemm', params, {'compute_capability': (9, 0)})
+    src, meta = mm.render(cand, np.float64, 'k0')
+    wrong = re.compile(r'k0_brow\[mb\*\d+ \+ ')
+    assert wrong.search(src)
+    n = 70
+    B = rng.standard_normal((64, n))
+    good = emulate(src, meta, B, np.zeros((192, n)), n)
+    assert np.abs(good - A @ B).max() <= 1e-13*np.abs(A @ B).max()
+    bad = emulate(wrong.sub('k0_brow[', src), meta, B, np.zeros((192, n)),
+                  n)
+    assert not np.abs(bad - A @ B).max() <= 1e-3
+
+
+def test_gemm_compact_offered_where_it_cuts_the_stages(rng):
+    """The compact tiles are offered (reorder and skip implied, not
+    named) where each m-block's own columns run fewer stages than the
+    reordered slabs (a prism-like gradient), not where they do not (a
+    shuffled block-diagonal pattern the reorder already gathers)."""
+    v = [x for x in _variants(prism_like(rng), aligne=2)
+         if '/compact/' in x]
+    assert v and not any('/reorder/' in x or '/skip/' in x for x in v)
+    assert not any('/compact/' in x
+                   for x in _variants(kron_like(rng), aligne=2))
 
 
 # -- bstream-warprows run on the CPU ----------------------------------------

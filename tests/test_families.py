@@ -8,7 +8,7 @@ nothing uses are errors; one launch-limit check."""
 import numpy as np
 import pytest
 
-from conftest import gradient_like, kron_like
+from conftest import gradient_like, kron_like, prism_like
 from gimmik import c, cuda, hip
 from gimmik.base import Candidate, Row, check_table
 from gimmik.families import Family, Geometry, families, family
@@ -31,7 +31,8 @@ def operators():
     and sparse, dense, dense with m and k beyond mfma-gemm's threshold,
     wide and sparse (the k-split in passes of rows), blocks of
     non-zeros with rows and columns shuffled (mfma-gemm with A
-    reordered), and a gradient's transpose (cstream-kparts)."""
+    reordered), a gradient's transpose (cstream-kparts) and a prism-like
+    gradient (mma-gemm's compact tiles)."""
     rng = np.random.default_rng(7)
     sparse = rng.standard_normal((20, 15))*(rng.random((20, 15)) < 0.4)
     sparse[0, 0] = 1.0
@@ -41,7 +42,8 @@ def operators():
             rng.standard_normal((100, 120)),
             rng.standard_normal((160, 200)), wide,
             kron_like(rng, 300, 100, blocks=6, bk=16),
-            np.ascontiguousarray(gradient_like(rng, 5).T)]
+            np.ascontiguousarray(gradient_like(rng, 5).T),
+            prism_like(rng)]
 
 
 def bind(platform, row, dtype=np.float64):

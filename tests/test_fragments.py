@@ -14,8 +14,8 @@ from gimmik.fragments.mfma import (MAX_CHUNK_KTILES, MFMA_K, MFMA_M, WAVE,
 from gimmik.fragments.mfma import c_runs as mfma_c_runs
 from gimmik.fragments.mma import (GEMM_SHAPES, MMA_N, gemm_b_offset,
                                   gemm_b_read, gemm_c_pairs, gemm_coords,
-                                  gemm_model, gemm_ntile, gemm_plan,
-                                  gemm_reference)
+                                  gemm_compact_stages, gemm_model,
+                                  gemm_ntile, gemm_plan, gemm_reference)
 from gimmik.verify import reference
 
 
@@ -402,6 +402,32 @@ def test_gemm_reordered_plan_reproduces_product(rng, shape):
     # an order keeping more than analysis.REORDER_MAX_LIVE: A's own
     assert gemm_plan(np.ones((96, 50)), shape, reorder=True,
                      **geom).rows is None
+
+
+@pytest.mark.parametrize('shape', ['m16n8k4t', 'm16n8k8', 'm8n8k4'])
+def test_gemm_compact_plan_reproduces_product(rng, shape):
+    """compact: each m-block runs only its own used columns (bcols, -1
+    past them, the A values there zero), fewer stages than the reordered
+    plan on a gradient, and the product (rows scattered back) is A @ B
+    for B of a ragged width."""
+    from conftest import gradient_like
+    A = gradient_like(rng, 5)
+    geom = dict(mwarps=2, nwarps=2, wm=2, wn=2, kstage=2, nbuf=3)
+    plan = gemm_plan(A, shape, compact=True, **geom)
+    reord = gemm_plan(A, shape, skip=True, reorder=True, **geom)
+    assert sorted(plan.rows) == list(range(A.shape[0])) and plan.cols is None
+    assert plan.cnt.sum() < reord.cnt.sum()
+    assert plan.cnt.sum() == gemm_compact_stages(A, shape, **geom)
+    Ar = A[list(plan.rows)]
+    for mb in range(plan.nmb):
+        used = plan.bcols[mb][plan.bcols[mb] >= 0]
+        blk = Ar[mb*plan.BM:(mb + 1)*plan.BM]
+        assert list(used) == list(np.flatnonzero((blk != 0).any(axis=0)))
+        assert plan.cnt[mb] == -(-len(used) // plan.BK)
+    B = rng.standard_normal((A.shape[1], plan.BN + 5))
+    ref = A @ B
+    err = np.abs(gemm_reference(plan, A, B) - ref).max() / np.abs(ref).max()
+    assert err <= 1e-13
 
 
 @pytest.mark.parametrize('shape', sorted(GEMM_SHAPES))

@@ -138,6 +138,24 @@ def test_sparse_gemm_tile_first_where_offered():
         assert out[2].family == 'cstream-mblock'
 
 
+def test_sparse_gemm_compact_tiles_first_where_offered():
+    """Where the compact tiles are offered (each m-block over its own
+    used columns: a prism-like gradient), they go first, the 32-row one
+    first where beta*C is read, and their reordered twins after the
+    cstream-mblock rows."""
+    from conftest import prism_like
+    A = prism_like(np.random.default_rng(2))
+    for beta, wm in ((0.0, [4, 2]), (1.0, [2, 4])):
+        cands, out = ordered(A, beta=beta)
+        rows = [c.row for c in out]
+        first = [c for c in out if c.family == 'mma-gemm'][:2]
+        assert [c.params.get('compact') for c in first] == [True]*2
+        assert [c.params['wm'] for c in first] == wm
+        assert rows.index(first[0].row) < rows.index(first[1].row) < \
+            min(rows.index(r) for r in ('sparse-t4', 'sparse-t4-wm2')
+                if r in rows)
+
+
 def test_baked_n_dense_few_flops_streams_first():
     # 20 x 60 dense: 1200 / 80 = 15 non-zeros per value moved
     A = rng_sparse(20, 60, 1.0)

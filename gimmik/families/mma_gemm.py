@@ -4,6 +4,9 @@ gimmik.fragments.mma) and B's tiles staged through shared memory with
 cp.async; zero slabs of A skipped.  With ``reorder`` A runs with its rows
 and used columns in gimmik.fragments.mma.gemm_order's order (fewer live
 slabs): B's rows are gathered and C's rows scattered through tables.
+With ``compact`` each m-block's k loop runs over its own used columns of A
+only, the rows in m-blocks of few used columns, B's rows gathered through
+a table per m-block (gimmik.fragments.mma.gemm_compact_order).
 
 Table parameter ``blocks`` (optional, see Family.launch_blocks): the
 blocks per SM the launch bound asks ptxas to fit, where the platform's
@@ -28,6 +31,11 @@ _TILING = ('shape', 'mwarps', 'nwarps', 'wm', 'wn', 'kstage', 'nbuf')
 # m-block (see the module docstring)
 ONE_BLOCK_MAX_K = 40
 
+# compact is offered where its m-blocks run at most this fraction of the
+# stages the skipping plan runs in the better of A's order and
+# gemm_order's
+COMPACT_MAX_STAGES = 0.9
+
 
 class MmaGemm(Family):
     name = 'mma-gemm'
@@ -41,7 +49,8 @@ class MmaGemm(Family):
         live slabs, skip where no m-block has a zero slab in the kernel's
         order (the kernel is then the one without them); None for a row
         naming blocks where A's rows fill one m-block and k >
-        ONE_BLOCK_MAX_K."""
+        ONE_BLOCK_MAX_K; compact (reorder and skip implied) only where it
+        runs at most COMPACT_MAX_STAGES of the skipping plan's stages."""
         p = dict(params)
         if p.get('blocks'):
             wm, nmb = mma.gemm_geometry(mm.info.m, mm.info.k,
@@ -52,6 +61,16 @@ class MmaGemm(Family):
             del p['cpre']
         tiling = {k: p[k] for k in _TILING}
         A = mm.A
+        if p.get('compact'):
+            p.pop('reorder', None)
+            p.pop('skip', None)
+            live = mma.gemm_live_stages(A, **tiling).sum()
+            order = mma.gemm_order(A, **tiling)
+            if order is not None:
+                live = min(live, mma.gemm_live_stages(
+                    reordered(A, order.rows, order.cols), **tiling).sum())
+            stages = mma.gemm_compact_stages(A, **tiling)
+            return p if stages <= COMPACT_MAX_STAGES*live else None
         if p.get('reorder'):
             order = mma.gemm_order(A, **tiling)
             if order is None:

@@ -11,7 +11,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gimmik.analysis import reordered, useful_slab_order
+from gimmik.analysis import (reordered, union_row_blocks,
+                             useful_slab_order)
 
 WARP = 32              # lanes of a CUDA warp
 
@@ -169,6 +170,10 @@ class GemmPlan:
     # A's column cols[j] (gemm_order); None: A's own order
     rows: tuple = None
     cols: tuple = None
+    # compact: k index j of m-block mb's slots is A's column bcols[mb, j]
+    # (its used columns in order, -1 past them); None: stages of A's
+    # columns
+    bcols: np.ndarray = None
 
     @property
     def nthreads(self):
@@ -349,8 +354,57 @@ def gemm_issue_late(m, k, beta, kstage, nbuf):
     return _late_issue_fits(kstage, nbuf) and gemm_compute_bound(m, k, beta)
 
 
+def gemm_compact(A, rows, BM, BK):
+    """(bcols, Ac): for A's rows in the order rows, cut in m-blocks of BM,
+    each m-block's used columns in order, -1 past them, in slots of BK
+    (nmb, nslots*BK), and A's values there (nmb, BM, nslots*BK)."""
+    A = np.asarray(A)[list(rows)]
+    m, k = A.shape
+    nmb = -(-m // BM)
+    pad = np.zeros((nmb*BM, k))
+    pad[:m] = A
+    blocks = pad.reshape(nmb, BM, k)
+    used = [np.flatnonzero((blk != 0).any(axis=0)) for blk in blocks]
+    nslots = max(1, max(-(-len(u) // BK) for u in used))
+    bcols = np.full((nmb, nslots*BK), -1, dtype=np.int64)
+    Ac = np.zeros((nmb, BM, nslots*BK))
+    for mb, u in enumerate(used):
+        bcols[mb, :len(u)] = u
+        Ac[mb, :, :len(u)] = blocks[mb][:, u]
+    return bcols, Ac
+
+
+def _compact_stages(bcols, BK):
+    return int(-(-(bcols >= 0).sum(axis=1) // BK).sum())
+
+
+def gemm_compact_order(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf):
+    """(rows, bcols, Ac, stages) of compact: A's rows in the order of
+    gimmik.analysis.union_row_blocks (m-blocks of few used columns) or of
+    gemm_order, whichever runs fewer stages (gemm_compact)."""
+    m, k = A.shape
+    _, _, _, BM, _, BK = gemm_geometry(m, k, shape, mwarps, nwarps, wm, wn,
+                                       kstage, nbuf)
+    best = None
+    order = gemm_order(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf)
+    for rows in (union_row_blocks(A, BM),
+                 order.rows if order is not None else range(m)):
+        bcols, Ac = gemm_compact(A, rows, BM, BK)
+        stages = _compact_stages(bcols, BK)
+        if best is None or stages < best[3]:
+            best = (tuple(rows), bcols, Ac, stages)
+    return best
+
+
+def gemm_compact_stages(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf):
+    """Stages all m-blocks run with compact."""
+    return gemm_compact_order(A, shape, mwarps, nwarps, wm, wn, kstage,
+                              nbuf)[3]
+
+
 def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
-              cpre=False, tiles=1, late_issue=False, reorder=False):
+              cpre=False, tiles=1, late_issue=False, reorder=False,
+              compact=False):
     """The mma-gemm plan: skip, run only the stages where an m-block's
     slab of A has a non-zero; cpre, start the accumulators from beta*C
     (read before the k loop) instead of adding it at the end; tiles, the
@@ -358,10 +412,16 @@ def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
     loads issued after the first k-step's mmas (gemm_issue_late);
     reorder, A's rows and used columns in the order of gemm_order (where
     it has fewer live slabs): the kernel gathers B's rows and scatters
-    C's rows by the plan's tables."""
+    C's rows by the plan's tables; compact, A's rows in
+    gemm_compact_order's order and each m-block's k loop over its own used
+    columns only (reorder and skip implied): B's rows gathered by a table
+    per m-block."""
     if late_issue and not _late_issue_fits(kstage, nbuf):
         raise ValueError('late_issue needs kstage >= 2 and nbuf >= 3 (the '
                          'next stage waited for before its loads issue)')
+    if compact:
+        return _gemm_compact_plan(A, shape, mwarps, nwarps, wm, wn, kstage,
+                                  nbuf, cpre, tiles, late_issue)
     rows = cols = None
     if reorder:
         order = gemm_order(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf)
@@ -388,9 +448,7 @@ def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
     # [mb, wy, mt, r, s, ks, c] -> [mb, s, wy, ks, mt, r, c]
     T = pad.reshape(nmb, mwarps, wm, MT, nst, kstage, KT) \
         .transpose(0, 4, 1, 5, 2, 3, 6)
-    F = T[..., ac[..., 0], ac[..., 1]]          # [..., lane, na]
-    F = F.reshape(F.shape[:-1] + (na // v, v))  # [..., lane, j, v]
-    F = np.swapaxes(F, -3, -2)                  # [..., j, lane, v]
+    F = _fragment_table(T, ac, v)
     # keep each m-block's live stages, in order, in its slots
     Fc = np.zeros((nmb, nslot) + F.shape[2:])
     for mb in range(nmb):
@@ -398,6 +456,38 @@ def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
     return GemmPlan(shape, MT, KT, na, nb, nc, v, mwarps, nwarps, wm, wn,
                     kstage, nbuf, nmb, nst, BM, BN, BK, skip, cpre, tiles,
                     nslot, cnt, kidx, Fc.reshape(-1), late_issue, rows, cols)
+
+
+def _fragment_table(T, ac, v):
+    """A's slices T [mb, s, wy, ks, mt, r, c] as the fragment table
+    [mb, s, wy, ks, mt, vector j, lane, v] (see GemmPlan)."""
+    na = ac.shape[1]
+    F = T[..., ac[..., 0], ac[..., 1]]          # [..., lane, na]
+    F = F.reshape(F.shape[:-1] + (na // v, v))  # [..., lane, j, v]
+    return np.swapaxes(F, -3, -2)               # [..., j, lane, v]
+
+
+def _gemm_compact_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, cpre,
+                       tiles, late_issue):
+    m, k = A.shape
+    rows, bcols, Ac, _ = gemm_compact_order(A, shape, mwarps, nwarps, wm,
+                                            wn, kstage, nbuf)
+    MT, KT = GEMM_SHAPES[shape]
+    wm, nmb, _, BM, BN, BK = gemm_geometry(m, k, shape, mwarps, nwarps, wm,
+                                           wn, kstage, nbuf)
+    nslot = bcols.shape[1] // BK
+    cnt = -(-(bcols >= 0).sum(axis=1) // BK)
+    kidx = np.tile(np.arange(nslot), (nmb, 1))
+    ac, _, _ = gemm_coords(shape)
+    na, nb, nc = gemm_fragment_sizes(shape)
+    v = min(na, 2)
+    T = Ac.reshape(nmb, mwarps, wm, MT, nslot, kstage, KT) \
+        .transpose(0, 4, 1, 5, 2, 3, 6)
+    F = _fragment_table(T, ac, v)
+    return GemmPlan(shape, MT, KT, na, nb, nc, v, mwarps, nwarps, wm, wn,
+                    kstage, nbuf, nmb, nslot, BM, BN, BK, True, cpre, tiles,
+                    nslot, cnt, kidx, F.reshape(-1), late_issue, rows, None,
+                    bcols)
 
 
 def _unordered(plan):
@@ -411,23 +501,32 @@ def gemm_reference(plan, A, B):
     plan on A and B in its order, C's rows put back); for tests."""
     P = plan
     if P.rows is not None:
-        Ak = reordered(A, P.rows, P.cols)
+        cols = range(A.shape[1]) if P.cols is None else P.cols
+        Ak = reordered(A, P.rows, cols)
         C = np.zeros((A.shape[0], B.shape[1]))
         C[list(P.rows)] = gemm_reference(
-            _unordered(P), Ak, np.asarray(B)[list(P.cols)])
+            _unordered(P), Ak, np.asarray(B)[list(cols)])
         return C
     m, k = A.shape
     n = B.shape[1]
     lanes = np.arange(32)
     nnb = -(-n // P.BN)
-    Bp = np.zeros((P.nstages*P.BK, nnb*P.BN))
-    Bp[:k, :n] = B
+    if P.bcols is not None:
+        # B's rows of each m-block's k indices, a zero row past them
+        Bz = np.zeros((k + 1, nnb*P.BN))
+        Bz[:k, :n] = B
+        Bmb = [Bz[np.where(c >= 0, c, k)] for c in P.bcols]
+    else:
+        Bp = np.zeros((P.nstages*P.BK, nnb*P.BN))
+        Bp[:k, :n] = B
     _, bc, cc = gemm_coords(P.shape)
     C = np.zeros((P.nmb*P.BM, nnb*P.BN))
     per_mb = P.nslots*P.BM*P.BK
     nvec = P.a_per_lane // P.a_vec
     for mb in range(P.nmb):
         tab = P.table[mb*per_mb:(mb + 1)*per_mb]
+        if P.bcols is not None:
+            Bp = Bmb[mb]
         for nbk in range(nnb):
             col0 = nbk*P.BN
             for wy in range(P.mwarps):

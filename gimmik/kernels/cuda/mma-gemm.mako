@@ -50,7 +50,9 @@
     shape = P.shape
     # reordered plans: B's rows gathered and C's rows scattered by tables
     RO = P.rows is not None
-    KK = len(P.cols) if RO else k
+    # compact plans: each m-block's B rows by its own table, -1 past them
+    CP = P.bcols is not None
+    KK = len(P.cols) if RO and not CP else k
     kpad = NST*BK > KK
 
     def crow(row):
@@ -73,9 +75,14 @@ static __constant__ short ${kname}_kidx[${P.kidx.size}] = {${', '.join(str(int(x
 static __constant__ short ${kname}_cnt[${P.nmb}] = {${', '.join(str(int(x)) for x in P.cnt)}};
 % endif
 % if RO:
-// the row of B of each k index of the stages, the row of C of each row of
-// the m-blocks (0 past k and m)
+// the row of B of each k index of the stages (compact: of each m-block's
+// slots, -1 past its used columns), the row of C of each row of the
+// m-blocks (0 past k and m)
+% if CP:
+static __constant__ int ${kname}_brow[${P.bcols.size}] = {${', '.join(str(int(x)) for x in P.bcols.reshape(-1))}};
+% else:
 static __constant__ int ${kname}_brow[${NST*BK}] = {${', '.join(str(x) for x in list(P.cols) + [0]*(NST*BK - KK))}};
+% endif
 static __device__ const int ${kname}_crow[${P.nmb*BM}] = {${', '.join(str(x) for x in list(P.rows) + [0]*(P.nmb*BM - m))}};
 % endif
 
@@ -107,12 +114,17 @@ ${mma.cp_async()}
 % endif
                 {
                     const int col = ${cbase} + bc${it};
-% if kpad:
+% if CP:
+                    const int brw = ${kname}_brow[mb*${NSL*BK} + ${kst}*${BK} + br${it}];
+                    const int nb = (brw >= 0 && col < n) ? (col + 1 < n ? 16 : 8) : 0;
+% elif kpad:
                     const int nb = (${kst}*${BK} + br${it} < ${KK} && col < n) ? (col + 1 < n ? 16 : 8) : 0;
 % else:
                     const int nb = col < n ? (col + 1 < n ? 16 : 8) : 0;
 % endif
-% if RO:
+% if CP:
+                    ${kname}_cp16(&bsh[${buf}][bso${it}], nb ? bst + brw*ldbl + bc${it} : b, nb);
+% elif RO:
                     ${kname}_cp16(&bsh[${buf}][bso${it}], nb ? bst + ${kname}_brow[${kst}*${BK} + br${it}]*ldbl + bc${it} : b, nb);
 % else:
                     ${kname}_cp16(&bsh[${buf}][bso${it}], nb ? bst + boff${it} : b, nb);
