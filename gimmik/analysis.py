@@ -229,6 +229,64 @@ def _union_row_blocks(shape, packed, size):
     return tuple(order)
 
 
+# compact kernels (mma-gemm, mfma-gemm) are offered where their m-blocks
+# run at most this fraction of the stages the skipping kernel runs in the
+# better of A's order and useful_slab_order's
+COMPACT_MAX_STAGES = 0.9
+
+
+def compact_blocks(A, rows, block_m, block_k):
+    """(bcols, Ac): A's rows in the order rows cut in m-blocks of block_m,
+    each m-block's used columns in A's order, -1 past them, in slots of
+    block_k (m-blocks x slots*block_k), and A's values there (m-blocks x
+    block_m x slots*block_k, zero past m and past the used columns)."""
+    A = np.asarray(A, dtype=np.float64)[list(rows)]
+    m, k = A.shape
+    nmb = -(-m // block_m)
+    pad = np.zeros((nmb*block_m, k))
+    pad[:m] = A
+    blocks = pad.reshape(nmb, block_m, k)
+    used = [np.flatnonzero((blk != 0).any(axis=0)) for blk in blocks]
+    slots = max(1, max(-(-len(u) // block_k) for u in used))
+    bcols = np.full((nmb, slots*block_k), -1, dtype=np.int64)
+    Ac = np.zeros((nmb, block_m, slots*block_k))
+    for mb, u in enumerate(used):
+        bcols[mb, :len(u)] = u
+        Ac[mb, :, :len(u)] = blocks[mb][:, u]
+    return bcols, Ac
+
+
+def compact_stages(bcols, block_k):
+    """Stages all m-blocks of compact_blocks' bcols run."""
+    return int(-(-(bcols >= 0).sum(axis=1) // block_k).sum())
+
+
+def compact_order(A, block_m, block_k):
+    """(rows, bcols, Ac, stages) of a compact kernel's m-blocks: A's rows
+    in union_row_blocks' order or useful_slab_order's (A's own where it
+    has none), whichever runs fewer stages."""
+    m = np.shape(A)[0]
+    order = useful_slab_order(A, block_m, block_k)
+    best = None
+    for rows in (union_row_blocks(A, block_m),
+                 order.rows if order is not None else range(m)):
+        bcols, Ac = compact_blocks(A, rows, block_m, block_k)
+        stages = compact_stages(bcols, block_k)
+        if best is None or stages < best[3]:
+            best = (tuple(rows), bcols, Ac, stages)
+    return best
+
+
+def compact_worth_it(A, block_m, block_k):
+    """Whether compact_order runs at most COMPACT_MAX_STAGES of the live
+    block_m x block_k slabs of A's order or of useful_slab_order's."""
+    live = int(live_slabs(np.asarray(A) != 0, block_m, block_k).sum())
+    order = useful_slab_order(A, block_m, block_k)
+    if order is not None:
+        live = min(live, order.live)
+    return compact_order(A, block_m, block_k)[3] <= COMPACT_MAX_STAGES*live
+
+
 def split_even(count, parts):
     """Split range(count) into `parts` contiguous, near-equal ranges.
 

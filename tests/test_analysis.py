@@ -436,3 +436,33 @@ def test_union_row_blocks_on_a_gradient(rng):
     rows = analysis.union_row_blocks(A, 25)
     assert sum(_block_unions(A, rows, 25)) < \
         0.7*sum(_block_unions(A, range(A.shape[0]), 25))
+
+
+def test_compact_blocks_each_block_its_own_columns():
+    A = np.zeros((5, 6))
+    A[0, [1, 4]] = 1.0
+    A[1, 4] = 2.0
+    A[2, [0, 5]] = 3.0
+    A[4, 2] = 4.0
+    bcols, Ac = analysis.compact_blocks(A, (2, 0, 1, 3, 4), 2, 2)
+    # blocks: rows (2, 0), (1, 3), (4,): their used columns, -1 past them
+    assert bcols.tolist() == [[0, 1, 4, 5], [4, -1, -1, -1],
+                              [2, -1, -1, -1]]
+    assert Ac[0].tolist() == [[3, 0, 0, 3], [0, 1, 1, 0]]
+    assert Ac[1].tolist() == [[2, 0, 0, 0], [0, 0, 0, 0]]
+    assert Ac[2].tolist() == [[4, 0, 0, 0], [0, 0, 0, 0]]
+    assert analysis.compact_stages(bcols, 2) == 2 + 1 + 1
+
+
+def test_compact_worth_it_where_blocks_use_few_columns(rng):
+    """A prism-like gradient: its m-blocks over their own columns run
+    under 0.9 of the live slabs of any one column order; a shuffled
+    block-diagonal pattern, which one order gathers whole, not."""
+    from conftest import kron_like, prism_like
+    A = prism_like(rng)
+    rows, bcols, Ac, stages = analysis.compact_order(A, 64, 8)
+    assert sorted(rows) == list(range(A.shape[0]))
+    assert stages <= analysis.COMPACT_MAX_STAGES*useful_slab_order(
+        A, 64, 8).live
+    assert analysis.compact_worth_it(A, 64, 8)
+    assert not analysis.compact_worth_it(kron_like(rng), 64, 8)

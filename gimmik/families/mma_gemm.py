@@ -31,11 +31,6 @@ _TILING = ('shape', 'mwarps', 'nwarps', 'wm', 'wn', 'kstage', 'nbuf')
 # m-block (see the module docstring)
 ONE_BLOCK_MAX_K = 40
 
-# compact is offered where its m-blocks run at most this fraction of the
-# stages the skipping plan runs in the better of A's order and
-# gemm_order's
-COMPACT_MAX_STAGES = 0.9
-
 
 class MmaGemm(Family):
     name = 'mma-gemm'
@@ -49,8 +44,8 @@ class MmaGemm(Family):
         live slabs, skip where no m-block has a zero slab in the kernel's
         order (the kernel is then the one without them); None for a row
         naming blocks where A's rows fill one m-block and k >
-        ONE_BLOCK_MAX_K; compact (reorder and skip implied) only where it
-        runs at most COMPACT_MAX_STAGES of the skipping plan's stages."""
+        ONE_BLOCK_MAX_K; compact (reorder and skip implied) only where
+        gimmik.analysis.compact_worth_it."""
         p = dict(params)
         if p.get('blocks'):
             wm, nmb = mma.gemm_geometry(mm.info.m, mm.info.k,
@@ -64,13 +59,7 @@ class MmaGemm(Family):
         if p.get('compact'):
             p.pop('reorder', None)
             p.pop('skip', None)
-            live = mma.gemm_live_stages(A, **tiling).sum()
-            order = mma.gemm_order(A, **tiling)
-            if order is not None:
-                live = min(live, mma.gemm_live_stages(
-                    reordered(A, order.rows, order.cols), **tiling).sum())
-            stages = mma.gemm_compact_stages(A, **tiling)
-            return p if stages <= COMPACT_MAX_STAGES*live else None
+            return p if mma.gemm_compact_worth_it(A, **tiling) else None
         if p.get('reorder'):
             order = mma.gemm_order(A, **tiling)
             if order is None:

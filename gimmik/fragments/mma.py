@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gimmik.analysis import (reordered, union_row_blocks,
-                             useful_slab_order)
+from gimmik.analysis import (compact_order, compact_worth_it,
+                             reordered, useful_slab_order)
 
 WARP = 32              # lanes of a CUDA warp
 
@@ -354,52 +354,27 @@ def gemm_issue_late(m, k, beta, kstage, nbuf):
     return _late_issue_fits(kstage, nbuf) and gemm_compute_bound(m, k, beta)
 
 
-def gemm_compact(A, rows, BM, BK):
-    """(bcols, Ac): for A's rows in the order rows, cut in m-blocks of BM,
-    each m-block's used columns in order, -1 past them, in slots of BK
-    (nmb, nslots*BK), and A's values there (nmb, BM, nslots*BK)."""
-    A = np.asarray(A)[list(rows)]
-    m, k = A.shape
-    nmb = -(-m // BM)
-    pad = np.zeros((nmb*BM, k))
-    pad[:m] = A
-    blocks = pad.reshape(nmb, BM, k)
-    used = [np.flatnonzero((blk != 0).any(axis=0)) for blk in blocks]
-    nslots = max(1, max(-(-len(u) // BK) for u in used))
-    bcols = np.full((nmb, nslots*BK), -1, dtype=np.int64)
-    Ac = np.zeros((nmb, BM, nslots*BK))
-    for mb, u in enumerate(used):
-        bcols[mb, :len(u)] = u
-        Ac[mb, :, :len(u)] = blocks[mb][:, u]
-    return bcols, Ac
-
-
-def _compact_stages(bcols, BK):
-    return int(-(-(bcols >= 0).sum(axis=1) // BK).sum())
-
-
 def gemm_compact_order(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf):
-    """(rows, bcols, Ac, stages) of compact: A's rows in the order of
-    gimmik.analysis.union_row_blocks (m-blocks of few used columns) or of
-    gemm_order, whichever runs fewer stages (gemm_compact)."""
+    """gimmik.analysis.compact_order of this tiling's m-blocks and stages:
+    (rows, bcols, Ac, stages)."""
     m, k = A.shape
     _, _, _, BM, _, BK = gemm_geometry(m, k, shape, mwarps, nwarps, wm, wn,
                                        kstage, nbuf)
-    best = None
-    order = gemm_order(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf)
-    for rows in (union_row_blocks(A, BM),
-                 order.rows if order is not None else range(m)):
-        bcols, Ac = gemm_compact(A, rows, BM, BK)
-        stages = _compact_stages(bcols, BK)
-        if best is None or stages < best[3]:
-            best = (tuple(rows), bcols, Ac, stages)
-    return best
+    return compact_order(A, BM, BK)
 
 
 def gemm_compact_stages(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf):
     """Stages all m-blocks run with compact."""
     return gemm_compact_order(A, shape, mwarps, nwarps, wm, wn, kstage,
                               nbuf)[3]
+
+
+def gemm_compact_worth_it(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf):
+    """gimmik.analysis.compact_worth_it for this tiling's slabs."""
+    m, k = A.shape
+    _, _, _, BM, _, BK = gemm_geometry(m, k, shape, mwarps, nwarps, wm, wn,
+                                       kstage, nbuf)
+    return compact_worth_it(A, BM, BK)
 
 
 def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
