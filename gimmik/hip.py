@@ -97,6 +97,17 @@ MFMA_SPARSE_ROWS = [
               dict(mwaves=2, nwaves=2, wm=4, wn=2, kstage=2))
     for vec, gate in ((2, 'mfmasparse w2'), (1, 'mfmasparse scalar'))]
 
+# the same tilings with each m-block's stages over its own used columns
+# only (compact; a row dropped where that saves too little:
+# analysis.compact_worth_it).  The CUDA twin, H100, n = 110080:
+# p6-pri-m460 0.80 -> 0.91 of copy, p5-pri-m460 0.88 -> 0.915
+# (bench/results/pyfr-walk-h100-compact.csv)
+MFMA_COMPACT_ROWS = [
+    Row(f'{r.id}-compact', MfmaGemm,
+        {**{x: v for x, v in r.params.items() if x != 'reorder'},
+         'compact': True}, ' '.join(r.gates))
+    for r in MFMA_SPARSE_ROWS]
+
 
 # Rows of A beyond which the register-bounded rows are offered (gate
 # 'bigm')
@@ -177,6 +188,7 @@ CANDIDATES = [
       for vec, gate in ((2, 'mfma w2'), (1, 'mfma scalar'))],
     *MFMA_GEMM_ROWS,
     *MFMA_SPARSE_ROWS,
+    *MFMA_COMPACT_ROWS,
     # bstream-msplit: bsz B rows per LDS stage (two stages); width 2 with
     # bsz 16 takes 32 KiB of LDS per block, one block per 2 SIMDs of a CU
     # (1 wave/SIMD at msplit 2), bsz 8 half that (2 waves/SIMD)

@@ -12,7 +12,8 @@ every dense operator of the PyFR suite, on gfx942 and gfx90a."""
 import numpy as np
 import pytest
 
-from conftest import Panels, full_run, kron_like, random_operator, rel_error
+from conftest import (Panels, full_run, kron_like, prism_like, random_operator,
+                      rel_error)
 from gimmik.fragments import mfma_tiled as mg
 from gimmik.analysis import DENSE_DENSITY
 from gimmik.base import Candidate
@@ -20,7 +21,8 @@ from gimmik.families.mfma_dense import MfmaDense
 from gimmik.families.mfma_gemm import MfmaGemm
 from gimmik.emulate import run_hip
 from gimmik.verify import reference
-from gimmik.hip import (CANDIDATES, MFMA_GEMM_ROWS, MFMA_SPARSE_ROWS,
+from gimmik.hip import (CANDIDATES, MFMA_COMPACT_ROWS, MFMA_GEMM_ROWS,
+                        MFMA_SPARSE_ROWS,
                         HIPMatMul)
 
 ARCHES = ('gfx942', 'gfx90a')
@@ -183,7 +185,7 @@ def test_table_order(rng):
     big = fams(random_operator(rng, 420, 40, 1.0))
     assert big[0] == MfmaGemm.name
     assert [r for r in CANDIDATES if r.family is MfmaGemm] == \
-        MFMA_GEMM_ROWS + MFMA_SPARSE_ROWS
+        MFMA_GEMM_ROWS + MFMA_SPARSE_ROWS + MFMA_COMPACT_ROWS
 
 
 def test_meta_and_grid(rng):
@@ -367,6 +369,56 @@ def test_kernel_ignoring_a_row_table_fails(rng, table):
     assert rel_error(p.c, p.ref) > 1e-3
 
 
+# -- sparse operators, each m-block over its own columns ----------------------
+def _compact(A, beta, aligne, **sizes):
+    """The generator and the compact mfma-gemm Candidates of A (the
+    'mfmasparse' compact rows' parameters, kept where adapt keeps them)."""
+    mm = HIPMatMul(A, beta=beta, aligne=aligne, **sizes)
+    vec = 2 if mm.width2_ok() else 1
+    params = [MfmaGemm.adapt(mm, dict(r.params, vec=vec))
+              for r in MFMA_COMPACT_ROWS if r.params['vec'] == vec]
+    return mm, [Candidate(MfmaGemm.name, p, {'gcn_arch': 'gfx942',
+                                             'warp_size': 64})
+                for p in params if p is not None]
+
+
+def test_compact_model_matches_numpy(rng):
+    """compact: each m-block over its own used columns runs fewer stages
+    than the reordered plan on a prism-like gradient, and the model
+    product is A @ B."""
+    A = prism_like(rng)
+    p = REORDERED[0]
+    P, R = mg.plan(A, compact=True, **p), mg.plan(A, reorder=True, **p)
+    assert sorted(P.rows) == list(range(A.shape[0])) and P.cols is None
+    assert P.live_count.sum() < R.live_count.sum()
+    assert (P.bcols >= 0).sum() == sum(
+        (A[list(P.rows)][P.block_m*mb:P.block_m*(mb + 1)] != 0)
+        .any(axis=0).sum() for mb in range(P.m_blocks))
+    B = rng.standard_normal((A.shape[1], 150))
+    assert rel_error(mg.model_product(P, B), A @ B) <= 1e-13
+
+
+def test_compact_in_executor(rng):
+    A = prism_like(rng)
+    assert _compact(A, 0.0, 2)[1]
+    assert _sweep(rng, A, _compact, 2, HALF1) >= 3
+    assert _sweep(rng, A, _compact, None, HALF2) >= 3
+
+
+def test_compact_kernel_reading_one_table_fails(rng):
+    """A compact kernel reading every m-block's B rows from the first
+    m-block's part of the table gives a wrong C."""
+    import re
+    A = prism_like(rng)
+    mm, cands = _compact(A, 0.0, 2)
+    src, meta = mm.render(cands[0], np.float64)
+    wrong = re.compile(r'kr0 = mb\*\d+ \+ ')
+    assert wrong.search(src)
+    p = Panels(rng, A, 0.0, np.float64, 200)
+    run_hip(wrong.sub('kr0 = ', src), meta, p.b, p.c)
+    assert rel_error(p.c, p.ref) > 1e-3
+
+
 # -- the real ISA and hiprtc -------------------------------------------------
 def _inspect_or_skip():
     isa = pytest.importorskip('gimmik.isa')
@@ -417,6 +469,11 @@ def test_isa_waves_and_scratch(rng, arch):
     rows = mfma_reports(isa, A, arch, 0.0)
     assert {p.get('reorder') for _, p, _, _ in rows} == {True}
     check_reports('kron 300x100', rows, arch, A)
+    # sparse, each m-block over its own columns (and A reordered)
+    A = prism_like(rng)
+    rows = mfma_reports(isa, A, arch, 0.0)
+    assert {bool(p.get('compact')) for _, p, _, _ in rows} == {True, False}
+    check_reports('prism-like 378x126', rows, arch, A)
 
 
 def test_hiprtc_compiles(rng, tmp_path, request):

@@ -6,7 +6,11 @@ double-buffered through LDS, zero slabs of A skipped).
 Parameter ``reorder``: A runs with its rows and used columns in
 mfma_tiled.gemm_order's order (fewer live slabs; B's rows gathered, C's
 scattered through tables), the HIP side of CUDA's reordered mma-gemm for
-prism-like sparse operators (gimmik.hip's 'mfmasparse' rows)."""
+prism-like sparse operators (gimmik.hip's 'mfmasparse' rows).  Parameter
+``compact``: each m-block's stages run over its own used columns of A only,
+the rows in m-blocks of few used columns (gimmik.analysis.compact_order;
+B's rows by a table per m-block), the HIP side of CUDA's compact
+mma-gemm."""
 
 from gimmik.fragments import mfma_tiled as mt
 from gimmik.fragments.mfma import MFMA_M, WAVE
@@ -24,20 +28,26 @@ class MfmaGemm(Family):
     def adapt(cls, mm, params):
         """wm cut down so that the m-tiles spread evenly over the fewest
         m-blocks, mwaves capped at the m-tiles; None below mt.MIN_WAVES
-        waves per SIMD by the estimate, and for a row asking to reorder A
-        where gemm_order finds no order with fewer live slabs."""
+        waves per SIMD by the estimate, for a row asking to reorder A
+        where gemm_order finds no order with fewer live slabs, and for a
+        compact row (reorder implied) where each m-block over its own
+        columns saves too little (gimmik.analysis.compact_worth_it)."""
         m, k = mm.info.m, mm.info.k
         p = dict(params)
         p['mwaves'] = min(p['mwaves'], -(-m // MFMA_M))
         p['wm'] = mt.geometry_of(m, k, **_tiling(p))['wm']
         if mt.waves_estimate(_tiling(p), m, k) < mt.MIN_WAVES:
             return None
+        if p.get('compact'):
+            p.pop('reorder', None)
+            return p if mt.compact_worth_it(mm.A, **_tiling(p)) else None
         if p.get('reorder') and mt.gemm_order(mm.A, **_tiling(p)) is None:
             return None
         return p
 
     def tiling(self):
-        """The parameters that set the tiling (all but reorder)."""
+        """The parameters that set the tiling (all but reorder and
+        compact)."""
         return _tiling(self.params)
 
     def geometry(self):
@@ -61,4 +71,5 @@ class MfmaGemm(Family):
 
 
 def _tiling(params):
-    return {x: v for x, v in params.items() if x != 'reorder'}
+    return {x: v for x, v in params.items()
+            if x not in ('reorder', 'compact')}

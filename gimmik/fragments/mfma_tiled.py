@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from gimmik import analysis
 from gimmik.analysis import reordered, useful_slab_order
 from gimmik.fragments.mfma import (MFMA_K, MFMA_M, MFMA_N, WAVE,
                                    lane_coords, mfma_f64_16x16x4)
@@ -163,6 +164,10 @@ class MfmaGemmPlan:
     # column cols[j] (gemm_order); None: A's own order
     rows: tuple = None
     cols: tuple = None
+    # compact: k index j of m-block mb's slots is A's column bcols[mb, j]
+    # (its used columns in A's order, -1 past them); None: stages of A's
+    # columns
+    bcols: np.ndarray = None
 
     @property
     def nwaves_total(self):
@@ -203,8 +208,9 @@ class MfmaGemmPlan:
 
     @property
     def k_padded(self):
-        """The last stage reaches past row k - 1 of B."""
-        return self.stages*self.block_k > self.k
+        """The last stage reaches past row k - 1 of B (compact: an
+        m-block's slots past its used columns)."""
+        return self.bcols is not None or self.stages*self.block_k > self.k
 
     @property
     def mfma_count(self):
@@ -235,12 +241,24 @@ def gemm_order(A, mwaves, nwaves, wm, wn, kstage, vec=2):
     return useful_slab_order(A, g['block_m'], g['block_k'])
 
 
-def plan(A, mwaves, nwaves, wm, wn, kstage, vec=2, reorder=False):
+def compact_worth_it(A, mwaves, nwaves, wm, wn, kstage, vec=2):
+    """gimmik.analysis.compact_worth_it for this parameter set's
+    slabs."""
+    g = geometry_of(*np.shape(A), mwaves, nwaves, wm, wn, kstage, vec)
+    return analysis.compact_worth_it(A, g['block_m'], g['block_k'])
+
+
+def plan(A, mwaves, nwaves, wm, wn, kstage, vec=2, reorder=False,
+         compact=False):
     """The mfma-gemm plan of a parameter set for operator A; reorder: A's
     rows and used columns in gemm_order's order where it has one (the
-    kernel gathers B's rows and scatters C's rows by the plan's
-    tables)."""
+    kernel gathers B's rows and scatters C's rows by the plan's tables);
+    compact: each m-block's stages over its own used columns only, the
+    rows in gimmik.analysis.compact_order's order (B's rows by a table per
+    m-block, C's rows by the row table)."""
     A = np.asarray(A, dtype=np.float64)
+    if compact:
+        return _compact_plan(A, mwaves, nwaves, wm, wn, kstage, vec)
     rows = cols = None
     if reorder:
         order = gemm_order(A, mwaves, nwaves, wm, wn, kstage, vec)
@@ -259,17 +277,39 @@ def plan(A, mwaves, nwaves, wm, wn, kstage, vec=2, reorder=False):
     kidx = np.zeros((nmb, slots), dtype=np.int64)
     for mb in range(nmb):
         kidx[mb, :cnt[mb]] = np.flatnonzero(live[mb])
-    gg, t = lane_coords()
-    # pad[mb, wy, i, r, st, ks, c] -> [mb, st, wy, ks, i, lane]
-    T = pad.reshape(nmb, mwaves, wm, MFMA_M, nst, kstage, MFMA_K)
-    F = T[:, :, :, t, :, :, gg]              # [lane, mb, wy, i, st, ks]
-    F = F.transpose(1, 4, 2, 5, 3, 0)        # [mb, st, wy, ks, i, lane]
+    F = _fragments(pad, nmb, mwaves, wm, nst, kstage)
     tab = np.zeros((nmb, slots) + F.shape[2:])
     for mb in range(nmb):
         tab[mb, :cnt[mb]] = F[mb, kidx[mb, :cnt[mb]]]
     return MfmaGemmPlan(m, k, mwaves, nwaves, wm, wn, kstage, vec, nmb, nst,
                         BM, g['block_n'], BK, g['b_stride'], slots, cnt, kidx,
                         tab.reshape(-1), rows, cols)
+
+
+def _fragments(pad, nmb, mwaves, wm, nst, kstage):
+    """A padded to m-blocks x stages as [mb, st, wy, ks, i, lane]."""
+    gg, t = lane_coords()
+    # pad[mb, wy, i, r, st, ks, c] -> [mb, st, wy, ks, i, lane]
+    T = pad.reshape(nmb, mwaves, wm, MFMA_M, nst, kstage, MFMA_K)
+    F = T[:, :, :, t, :, :, gg]              # [lane, mb, wy, i, st, ks]
+    return F.transpose(1, 4, 2, 5, 3, 0)     # [mb, st, wy, ks, i, lane]
+
+
+def _compact_plan(A, mwaves, nwaves, wm, wn, kstage, vec):
+    m, k = A.shape
+    g = geometry_of(m, k, mwaves, nwaves, wm, wn, kstage, vec)
+    wm, nmb = g['wm'], g['m_blocks']
+    BM, BK = g['block_m'], g['block_k']
+    rows, bcols, Ac, _ = analysis.compact_order(A, BM, BK)
+    slots = bcols.shape[1] // BK
+    cnt = -(-(bcols >= 0).sum(axis=1) // BK)
+    kidx = np.tile(np.arange(slots), (nmb, 1))
+    # the m-blocks' compacted columns as one (m-blocks x slots) pattern
+    pad = Ac.reshape(nmb*BM, slots*BK)
+    F = _fragments(pad, nmb, mwaves, wm, slots, kstage)
+    return MfmaGemmPlan(m, k, mwaves, nwaves, wm, wn, kstage, vec, nmb,
+                        slots, BM, g['block_n'], BK, g['b_stride'], slots,
+                        cnt, kidx, F.reshape(-1), rows, None, bcols)
 
 
 def model_product(P, B):
@@ -280,18 +320,27 @@ def model_product(P, B):
     rows in its order, C's rows put back).  For tests."""
     B = np.asarray(B, dtype=np.float64)
     if P.rows is not None:
+        cols = range(B.shape[0]) if P.cols is None else P.cols
         C = np.zeros((len(P.rows), B.shape[1]))
         C[list(P.rows)] = model_product(replace(P, rows=None, cols=None),
-                                        B[list(P.cols)])
+                                        B[list(cols)])
         return C
     n = B.shape[1]
     gg, t = lane_coords()
     nnb = -(-n // P.block_n)
-    Bp = np.zeros((P.stages*P.block_k, nnb*P.block_n))
-    Bp[:P.k, :n] = B
+    if P.bcols is not None:
+        # B's rows of each m-block's k indices, a zero row past them
+        Bz = np.zeros((P.k + 1, nnb*P.block_n))
+        Bz[:P.k, :n] = B
+        Bmb = [Bz[np.where(c >= 0, c, P.k)] for c in P.bcols]
+    else:
+        Bp = np.zeros((P.stages*P.block_k, nnb*P.block_n))
+        Bp[:P.k, :n] = B
     C = np.zeros((P.m_blocks*P.block_m, nnb*P.block_n))
     for mb in range(P.m_blocks):
         tab = P.table[mb*P.slots*P.slot_size:(mb + 1)*P.slots*P.slot_size]
+        if P.bcols is not None:
+            Bp = Bmb[mb]
         for cb in range(nnb):
             col0 = cb*P.block_n
             for wy in range(P.mwaves):

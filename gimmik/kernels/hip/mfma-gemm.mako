@@ -24,6 +24,9 @@
     # reordered A: stage row r of B is B's row brow[r] (the kernel's k runs
     # over A's used columns, P.k of them), row i of C is C's row crow[i]
     RO = P.rows is not None
+    # compact: each m-block's B rows by its own part of the row table (-1
+    # past its used columns: staged as zeros)
+    CP = P.bcols is not None
     BN2 = BN // 2
     # lanes of a wavefront per staged B row, where a row spans part of one
     RPW = 1 if BN2 % 64 == 0 else 64 // BN2
@@ -76,9 +79,16 @@ __constant__ const ${itype} ${kname}_cnt[${NMB}] = {${', '.join(str(int(x)) for 
 % endif
 % if RO:
 
+% if CP:
+// each m-block over its own columns: row r of m-block mb's stages of B is
+// B's row brow[mb*${NSL*BK} + r] (-1 past its used columns), row i of C is
+// C's row crow[i] (zeros past m)
+__constant__ const int ${kname}_brow[${P.bcols.size + NBROW - NST*BK}] = {${', '.join(str(int(x)) for x in list(P.bcols.reshape(-1)) + [-1]*(NBROW - NST*BK))}};
+% else:
 // A reordered: row r of a stage of B is B's row brow[r], row i of C is C's
 // row crow[i] (zeros past k and m)
 __constant__ const int ${kname}_brow[${NBROW}] = {${', '.join(str(x) for x in list(P.cols) + [0]*(NBROW - P.k))}};
+% endif
 __constant__ const int ${kname}_crow[${NMB*BM}] = {${', '.join(str(x) for x in list(P.rows) + [0]*(NMB*BM - m))}};
 % endif
 
@@ -95,21 +105,27 @@ __constant__ const int ${kname}_crow[${NMB*BM}] = {${', '.join(str(x) for x in l
 % for it in range(NB):
 <% idx = f'(tid + {it*NT})' %>\
         {
+% if CP:
+            const int col = col0 + 2*(${idx} % ${BN // 2});
+% else:
             const int r = ${idx} / ${BN // 2}, cc = 2*(${idx} % ${BN // 2});
 <% kr = 'kr' if RO else 'row' %>\
             const int ${kr} = ${st}*${BK} + r, col = col0 + cc;
+% endif
 <%
     conds = []
     if (it + 1)*NT > P.b_chunks:
         conds.append(f'{idx} < {P.b_chunks}')
-    if kpad:
+    if CP:
+        conds.append('row >= 0')
+    elif kpad:
         conds.append(f'{kr} < {P.k}')
     ok = ' && '.join(conds)
 %>\
 % if RO:
             // the wavefront's staged rows of B from the row table (lane 0's
             // row and the next ${RPW - 1}: wave-uniform, scalar loads)
-            const int kr0 = ${st}*${BK} + (64*wave + ${it*NT}) / ${BN2};
+            const int kr0 = ${'mb*%d + ' % (NSL*BK) if CP else ''}${st}*${BK} + (64*wave + ${it*NT}) / ${BN2};
 <% rfl = '__builtin_amdgcn_readfirstlane' %>\
 % if RPW == 1:
             const int row = ${rfl}(${kname}_brow[kr0]);
