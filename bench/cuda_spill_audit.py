@@ -110,10 +110,11 @@ def load_ops(patterns, thin, max_nnz, suites=None, min_nnz=0):
     return ops
 
 
-def candidates(A, beta, sizes, cc, families=None):
+def candidates(A, beta, sizes, cc, families=None, rows=None):
     """[(rank, variant, family, estimate, minblocks, source)] offered (of
-    the named families only, where families is given: the others are not
-    rendered)."""
+    the named families only, where families is given, and of the table
+    rows whose id matches a glob of rows, where rows is given: the others
+    are not rendered)."""
     from gimmik.cuda import CUDAMatMul
     from gimmik.validate import check_dtype
     mm = CUDAMatMul(A, beta=beta, **sizes)
@@ -121,6 +122,9 @@ def candidates(A, beta, sizes, cc, families=None):
     out = []
     for rank, cand in enumerate(mm._candidates(dt, cc)):
         if families is not None and cand.family not in families:
+            continue
+        if rows is not None and not any(fnmatch.fnmatch(cand.row, g)
+                                        for g in rows):
             continue
         kern = mm.kernel(cand, dt)
         ctx = mm._platform_context(kern)
@@ -150,14 +154,15 @@ def parse_ptxas(stderr):
 
 
 def compile_batch(nvcc, items, arch):
-    """items: [(key, source)] compiled in one nvcc run, each kernel renamed
-    k_<key>; {key: dict(registers, stack, spill_stores, spill_loads,
-    error)}."""
+    """items: [(key, source)] compiled in one nvcc run, each kernel and its
+    helpers and tables renamed k_<key>...; {key: dict(registers, stack,
+    spill_stores, spill_loads, error)}."""
+    from gimmik.runtime.cuda import rename_kernel
     with tempfile.TemporaryDirectory() as tmp:
         cu = os.path.join(tmp, 'all.cu')
         with open(cu, 'w') as f:
             for key, src in items:
-                f.write(re.sub(rf'\b{KNAME}\b', f'k_{key[:16]}', src))
+                f.write(rename_kernel(src, KNAME, f'k_{key[:16]}'))
                 f.write('\n')
         cmd = ['nice', '-n', '10', nvcc, '-cubin', f'-arch={arch}', '-O3',
                '-Xptxas', '-v', '-o', os.path.join(tmp, 'a.cubin'), cu]
@@ -223,6 +228,9 @@ def main(argv=None):
     ap.add_argument('--archs', default='sm_90,sm_80')
     ap.add_argument('--families', default=None,
                     help='comma-separated families to compile (default all)')
+    ap.add_argument('--rows', default=None,
+                    help='comma-separated fnmatch globs of table row ids '
+                         'to compile (default all)')
     ap.add_argument('--max-nnz', type=int, default=30000)
     ap.add_argument('--min-nnz', type=int, default=0)
     ap.add_argument('--min-est', type=int, default=0,
@@ -245,6 +253,7 @@ def main(argv=None):
     if nvcc is None:
         ap.error('nvcc is not on PATH')
     fams = set(args.families.split(',')) if args.families else None
+    row_globs = args.rows.split(',') if args.rows else None
     ops = load_ops(args.ops.split(','), args.thinned or args.only_thinned,
                    args.max_nnz, args.suite, args.min_nnz)
     if args.only_thinned:
@@ -269,7 +278,8 @@ def main(argv=None):
         for sz in args.sizes.split(','):
             for arch in args.archs.split(','):
                 for rank, var, fam, est, mb, src in candidates(
-                        A, beta, SIZES[sz], ARCH_CC[arch], fams):
+                        A, beta, SIZES[sz], ARCH_CC[arch], fams,
+                        row_globs):
                     if (fams and fam not in fams
                             or (est or 0) < args.min_est
                             or recheck is not None
