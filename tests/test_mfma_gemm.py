@@ -296,17 +296,24 @@ def sparse_kron(rng):
     return kron_like(rng, 300, 100, blocks=6, bk=16)
 
 
-def _reordered(A, beta, aligne, **sizes):
-    """The generator and mfma-gemm Candidates running A reordered: the
-    'mfmasparse' rows' parameters (the table offers them where beta is 0;
-    the kernel is exact for any beta)."""
-    mm = HIPMatMul(A, beta=beta, aligne=aligne, **sizes)
-    vec = 2 if mm.width2_ok() else 1
-    params = [MfmaGemm.adapt(mm, dict(r.params, vec=vec))
-              for r in MFMA_SPARSE_ROWS if r.params['vec'] == vec]
-    return mm, [Candidate(MfmaGemm.name, p, {'gcn_arch': 'gfx942',
-                                             'warp_size': 64})
-                for p in params if p is not None]
+def _rows_cands(rows):
+    """cands_of(A, beta, aligne, **sizes): the generator and the mfma-gemm
+    Candidates of the table rows `rows` of A's width (kept where adapt
+    keeps them; the table offers them where beta is 0, the kernel is exact
+    for any beta)."""
+    def cands_of(A, beta, aligne, **sizes):
+        mm = HIPMatMul(A, beta=beta, aligne=aligne, **sizes)
+        vec = 2 if mm.width2_ok() else 1
+        params = [MfmaGemm.adapt(mm, dict(r.params, vec=vec))
+                  for r in rows if r.params['vec'] == vec]
+        return mm, [Candidate(MfmaGemm.name, p, {'gcn_arch': 'gfx942',
+                                                 'warp_size': 64})
+                    for p in params if p is not None]
+    return cands_of
+
+
+# A reordered: the 'mfmasparse' rows
+_reordered = _rows_cands(MFMA_SPARSE_ROWS)
 
 
 def test_sparse_gate(rng):
@@ -370,16 +377,8 @@ def test_kernel_ignoring_a_row_table_fails(rng, table):
 
 
 # -- sparse operators, each m-block over its own columns ----------------------
-def _compact(A, beta, aligne, **sizes):
-    """The generator and the compact mfma-gemm Candidates of A (the
-    'mfmasparse' compact rows' parameters, kept where adapt keeps them)."""
-    mm = HIPMatMul(A, beta=beta, aligne=aligne, **sizes)
-    vec = 2 if mm.width2_ok() else 1
-    params = [MfmaGemm.adapt(mm, dict(r.params, vec=vec))
-              for r in MFMA_COMPACT_ROWS if r.params['vec'] == vec]
-    return mm, [Candidate(MfmaGemm.name, p, {'gcn_arch': 'gfx942',
-                                             'warp_size': 64})
-                for p in params if p is not None]
+# each m-block over its own columns: the compact rows
+_compact = _rows_cands(MFMA_COMPACT_ROWS)
 
 
 def test_compact_model_matches_numpy(rng):
