@@ -43,7 +43,7 @@ def operators():
             rng.standard_normal((160, 200)), wide,
             kron_like(rng, 300, 100, blocks=6, bk=16),
             np.ascontiguousarray(gradient_like(rng, 5).T),
-            prism_like(rng)]
+            prism_like(rng, 28, 7)]
 
 
 def bind(platform, row, dtype=np.float64):
