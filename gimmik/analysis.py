@@ -256,9 +256,25 @@ def compact_blocks(A, rows, block_m, block_k):
     return bcols, Ac
 
 
+def compact_counts(bcols, block_k):
+    """The stages each m-block of compact_blocks' bcols runs."""
+    return -(-(bcols >= 0).sum(axis=1) // block_k)
+
+
 def compact_stages(bcols, block_k):
     """Stages all m-blocks of compact_blocks' bcols run."""
-    return int(-(-(bcols >= 0).sum(axis=1) // block_k).sum())
+    return int(compact_counts(bcols, block_k).sum())
+
+
+def compact_b_rows(B, bcols, width):
+    """For models of compact kernels: per m-block, the rows of B (k x n,
+    zero-padded to `width` columns) at its k indices bcols[mb], a zero row
+    where bcols is -1."""
+    B = np.asarray(B, dtype=np.float64)
+    k, n = B.shape
+    Bz = np.zeros((k + 1, width))
+    Bz[:k, :n] = B
+    return [Bz[np.where(c >= 0, c, k)] for c in bcols]
 
 
 def compact_order(A, block_m, block_k):

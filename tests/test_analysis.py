@@ -451,7 +451,14 @@ def test_compact_blocks_each_block_its_own_columns():
     assert Ac[0].tolist() == [[3, 0, 0, 3], [0, 1, 1, 0]]
     assert Ac[1].tolist() == [[2, 0, 0, 0], [0, 0, 0, 0]]
     assert Ac[2].tolist() == [[4, 0, 0, 0], [0, 0, 0, 0]]
+    assert analysis.compact_counts(bcols, 2).tolist() == [2, 1, 1]
     assert analysis.compact_stages(bcols, 2) == 2 + 1 + 1
+    # the B rows a model of the kernel reads: zero rows at -1, padded
+    B = np.arange(12.0).reshape(6, 2) + 1
+    rows = analysis.compact_b_rows(B, bcols, 3)
+    assert rows[0].tolist() == [[1, 2, 0], [3, 4, 0], [9, 10, 0],
+                                [11, 12, 0]]
+    assert rows[1].tolist() == [[9, 10, 0]] + [[0, 0, 0]]*3
 
 
 def test_compact_worth_it_where_blocks_use_few_columns(rng):

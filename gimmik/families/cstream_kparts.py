@@ -26,7 +26,7 @@ import numpy as np
 
 from gimmik.analysis import ksplit_ranges, shared_row_groups
 from gimmik.families import BATCH_LOADS, Family, Geometry
-from gimmik.families.cstream_mblock import group_reads
+from gimmik.families.cstream_mblock import group_reads, mblock_rows
 from gimmik.plans import balanced_row_groups
 
 # Offered where the row groups' parts read each used B row at most this
@@ -184,8 +184,8 @@ class CstreamKparts(Family):
             return None
         plan = _bound_plan(mm, params)
         reads = kparts_reads(plan)
-        whole = group_reads(mm.A, [list(g) for g in shared_row_groups(
-            mm.A, params['shared'])])
+        whole = group_reads(mm.A, mblock_rows(
+            mm.A, {'shared': params['shared']}))
         if (not any(blk.slots for blk in plan)
                 or not all(all(part) for blk in plan for part in blk.parts)
                 or reads > KPARTS_MAX_READS*len(info.bix)

@@ -208,9 +208,8 @@ class MfmaGemmPlan:
 
     @property
     def k_padded(self):
-        """The last stage reaches past row k - 1 of B (compact: an
-        m-block's slots past its used columns)."""
-        return self.bcols is not None or self.stages*self.block_k > self.k
+        """The last stage reaches past row k - 1 of B."""
+        return self.stages*self.block_k > self.k
 
     @property
     def mfma_count(self):
@@ -302,7 +301,7 @@ def _compact_plan(A, mwaves, nwaves, wm, wn, kstage, vec):
     BM, BK = g['block_m'], g['block_k']
     rows, bcols, Ac, _ = analysis.compact_order(A, BM, BK)
     slots = bcols.shape[1] // BK
-    cnt = -(-(bcols >= 0).sum(axis=1) // BK)
+    cnt = analysis.compact_counts(bcols, BK)
     kidx = np.tile(np.arange(slots), (nmb, 1))
     # the m-blocks' compacted columns as one (m-blocks x slots) pattern
     pad = Ac.reshape(nmb*BM, slots*BK)
@@ -329,10 +328,7 @@ def model_product(P, B):
     gg, t = lane_coords()
     nnb = -(-n // P.block_n)
     if P.bcols is not None:
-        # B's rows of each m-block's k indices, a zero row past them
-        Bz = np.zeros((P.k + 1, nnb*P.block_n))
-        Bz[:P.k, :n] = B
-        Bmb = [Bz[np.where(c >= 0, c, P.k)] for c in P.bcols]
+        Bmb = analysis.compact_b_rows(B, P.bcols, nnb*P.block_n)
     else:
         Bp = np.zeros((P.stages*P.block_k, nnb*P.block_n))
         Bp[:P.k, :n] = B

@@ -11,8 +11,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gimmik.analysis import (compact_order, compact_worth_it,
-                             reordered, useful_slab_order)
+from gimmik.analysis import (compact_b_rows, compact_counts,
+                             compact_order, compact_worth_it, reordered,
+                             useful_slab_order)
 
 WARP = 32              # lanes of a CUDA warp
 
@@ -451,7 +452,7 @@ def _gemm_compact_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, cpre,
     wm, nmb, _, BM, BN, BK = gemm_geometry(m, k, shape, mwarps, nwarps, wm,
                                            wn, kstage, nbuf)
     nslot = bcols.shape[1] // BK
-    cnt = -(-(bcols >= 0).sum(axis=1) // BK)
+    cnt = compact_counts(bcols, BK)
     kidx = np.tile(np.arange(nslot), (nmb, 1))
     ac, _, _ = gemm_coords(shape)
     na, nb, nc = gemm_fragment_sizes(shape)
@@ -487,10 +488,7 @@ def gemm_reference(plan, A, B):
     lanes = np.arange(32)
     nnb = -(-n // P.BN)
     if P.bcols is not None:
-        # B's rows of each m-block's k indices, a zero row past them
-        Bz = np.zeros((k + 1, nnb*P.BN))
-        Bz[:k, :n] = B
-        Bmb = [Bz[np.where(c >= 0, c, k)] for c in P.bcols]
+        Bmb = compact_b_rows(B, P.bcols, nnb*P.BN)
     else:
         Bp = np.zeros((P.nstages*P.BK, nnb*P.BN))
         Bp[:k, :n] = B
