@@ -59,10 +59,11 @@ LONG_FAMILIES = frozenset(f.name for f in (Cstream, Bstream, CstreamKsplit,
                                            CstreamMblock))
 LONG_REGISTER_FACTOR = 2.75
 
-# SHARED_ROWS: cstream-mblock's groups by shared B rows (rows mblock-s*),
-# as ptxas (CUDA 13, sm_90) compiled them on the PyFR suites at n =
-# 110080 baked and at run time (aligne 4): ptxas hoists loads across a
-# group's rows, to 1.5-3x the estimate (p3-pri-m460: 72 -> 222 registers).
+# SHARED_ROWS: cstream-mblock's groups by shared B rows (rows mblock-s*;
+# the partitioned ones, mblock-p*, alike), as ptxas (CUDA 13, sm_90)
+# compiled them on the PyFR suites at n = 110080 baked and at run time
+# (aligne 4): ptxas hoists loads across a group's rows, to 1.5-3x the
+# estimate (p3-pri-m460: 72 -> 222 registers).
 # Groups of 936-1692 non-zeros went to 254 registers and spilled 24-200
 # bytes, and so did the beta-1 operators' (prism face operators, 64-616
 # bytes, held at 64-168 registers by the estimate's launch bound); with
@@ -75,6 +76,14 @@ LONG_REGISTER_FACTOR = 2.75
 # did not spill but ran at 0.30-0.47 of copy on the H100, where the
 # reordered mma-gemm runs at 0.81-0.88: such operators get none.
 MAX_THREAD_REGISTERS = 255
+# The partitioned groups keep more B values live than the shared ones (a
+# group's rows share fewer B rows): the estimate's live values (every B
+# value from its first use to its last) gave 206-402 registers where
+# ptxas compiled 254 without spill, so they are bounded by their terms
+# alone: groups of up to 684 non-zeros compiled without spill, from 648
+# some spilled 16-56 bytes and from 727 all of them 152-1160
+# (p5/p6-hex-m132, p6-hex-m460, each at 8-32 groups)
+PART_MAX_TERMS = 640
 
 # Shared memory of an sm_90 SM and the driver's reservation per block, for
 # the blocks per SM a row asks for (the rows naming blocks are sm_90 rows)
@@ -195,6 +204,14 @@ CANDIDATES = [
     # (SHARED_ROWS)
     *[Row(f'mblock-s{u}', CstreamMblock, dict(width=1, shared=u, ld='nc'),
           'bigm stream') for u in (32, 48, 64)],
+    # the rows partitioned into groups of about 24 and 16 rows reading few
+    # B rows together (analysis.partition_rows; offered and budgeted as
+    # the shared groups, SHARED_ROWS).  H100, n = 110080, the hex
+    # divergence of 343 rows (16 contiguous groups 0.80 of copy): 14-16
+    # such groups 0.90-0.91, 8-12 spilled (40-48 rows a group), 24-32
+    # groups 0.82-0.86
+    *[Row(f'mblock-p{r}', CstreamMblock, dict(width=1, part=r, ld='nc'),
+          'bigm stream') for r in (24, 16)],
     Row('ksplit2', CstreamKsplit, dict(ksplit=2), 'stream'),
     Row('ksplit4', CstreamKsplit, dict(ksplit=4), 'stream'),
     # k split into parts, partial sums crossing them in shared memory
@@ -373,11 +390,13 @@ class CUDAMatMul(MatMul):
                                 n=self.n)
 
     def _adapt(self, row, params):
-        # cstream-mblock's groups by shared B rows: with beta 0 only and
-        # groups of fewer than LONG_KERNEL_TERMS non-zeros (SHARED_ROWS)
-        if row.family is CstreamMblock and 'shared' in params and (
+        # cstream-mblock's groups by shared B rows or partitioned: with beta
+        # 0 only and groups of fewer than LONG_KERNEL_TERMS non-zeros
+        # (SHARED_ROWS)
+        if row.family is CstreamMblock and _grouped(params) and (
                 self.beta != 0 or max(_group_terms(self.A, params))
-                >= LONG_KERNEL_TERMS):
+                >= (PART_MAX_TERMS if 'part' in params
+                    else LONG_KERNEL_TERMS)):
             return None
         # evict-first B loads become plain ones on panels of many L2s
         # (PLAIN_B_MIN_VALUES)
@@ -406,7 +425,7 @@ class CUDAMatMul(MatMul):
         # unrolled kernels what LONG_REGISTER_FACTOR times the estimate
         # leaves within a thread's registers
         est = kern.registers()
-        if est is None:
+        if est is None or _partitioned(kern):
             return True
         block = kern.geometry().block
         cap = SM_REGISTERS // (block[0]*block[1]*block[2])
@@ -459,6 +478,18 @@ def register_budget(estimate, factor=1.5):
     return -(-int(estimate*factor) // 8)*8
 
 
+def _partitioned(kern):
+    """Whether a candidate is cstream-mblock of partitioned groups, whose
+    registers PART_MAX_TERMS bounds (SHARED_ROWS), not the estimate."""
+    return kern.name == CstreamMblock.name and 'part' in kern.params
+
+
+def _grouped(params):
+    """Whether a cstream-mblock row's groups are found from A's pattern
+    (shared or partitioned: SHARED_ROWS), not contiguous."""
+    return 'shared' in params or 'part' in params
+
+
 def _group_terms(A, params):
     """[non-zeros of A in each row group] of a cstream-mblock row."""
     S = np.asarray(A) != 0
@@ -481,7 +512,7 @@ def long_kernel(kern):
     at least LONG_KERNEL_TERMS terms a thread (not the k-split in passes
     of rows, whose estimate follows its loads at first use), or groups by
     shared B rows (SHARED_ROWS)."""
-    if kern.name == CstreamMblock.name and 'shared' in kern.params:
+    if kern.name == CstreamMblock.name and _grouped(kern.params):
         return True     # SHARED_ROWS
     return (kern.name in LONG_FAMILIES and 'chunk' not in kern.params
             and thread_terms(kern) >= LONG_KERNEL_TERMS)

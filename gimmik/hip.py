@@ -128,7 +128,10 @@ BIG_M = 64
 #   points: 6 groups of p5-hex-m132 read each B row 2.7 times, 8 and 16
 #   3.0 and 3.5 times; not on CUDA, where ptxas spilled 9 of their 173
 #   candidates on the suites); `shared`: the rows grouped by the B rows
-#   they share (analysis.shared_row_groups).
+#   they share (analysis.shared_row_groups); `part`: groups of about 24
+#   and 16 rows cut to read few B rows together (analysis.partition_rows;
+#   on the CUDA twin 0.90-0.91 of copy on the hex divergence of 343 rows,
+#   where contiguous groups run at 0.80).
 # (bstream-warprows is not offered on HIP: at 16 waves a block, 128 VGPRs
 # a lane, it spilled on a p5-hex-m3-shaped operator, and its stores of
 # loads straight into LDS wait once every 1-3 loads.)
@@ -152,6 +155,8 @@ BOUNDED_ROWS = [
         'bigm w2'),
     Row('mblock-s32', CstreamMblock, dict(width=1, shared=32), 'bigm'),
     Row('mblock-s64', CstreamMblock, dict(width=1, shared=64), 'bigm'),
+    Row('mblock-p24', CstreamMblock, dict(width=1, part=24), 'bigm'),
+    Row('mblock-p16', CstreamMblock, dict(width=1, part=16), 'bigm'),
     # cstream-kparts (CstreamKparts.adapt: where its parts read each B row
     # about once), eight waves a block: a slot of 64 columns, so a CU's
     # 64 KiB of LDS holds 128 slots, one block (clang-19, gfx90a and

@@ -41,7 +41,9 @@ the generator bakes it (PyFR always passes it), None otherwise:
   A's non-zeros (sparse_gemm_worth_it; offered for beta != 0 alone, they
   keep their place at the end); where their compact twins are offered
   (each m-block's k loop over its own used columns), those go first and
-  the reordered tiles after five cstream-mblock rows;
+  the reordered tiles after five cstream-mblock rows; its partitioned
+  groups (analysis.partition_rows; larger groups first) first where no
+  shared groups are offered, else after PART_AFTER rows;
 - few rows, wide (k > m): cstream-ksplit first (4 k-groups first where
   each gets at least 4 columns of A), then cstream;
 - few rows, tall (m >= 2k) and density >= 0.4: bstream-msplit first
@@ -215,6 +217,14 @@ B_FIRST = ('bstream-w1-cs', 'msplit4-w1', 'msplit2-w2', 'msplit4-w2',
            'msplit8-w1-bsz32', 'bstream-w2-cs', 'msplit8-w1',
            'cstream-w2-cs', 'msplit16-w1-bsz32', 'msplit16-w1')
 
+# cstream-mblock's partitioned groups, where shared groups are offered
+# too, come after this many rows (where none are, first: the hex
+# divergence of 343 rows, H100, n = 110080, 0.90-0.91 of copy against
+# 0.80 for the contiguous groups; beside shared groups, on the hex
+# gradients and face interpolations, they ran within 1-2 % of them,
+# bench/results/pyfr-walk-h100-part*)
+PART_AFTER = 5
+
 # cstream-kparts (offered where its parts read each B row about once,
 # CstreamKparts.adapt), in this order: first where m > BIG_M, else after
 # the first KPARTS_AFTER rows (H100, n = 110080, the transposed hex
@@ -280,14 +290,15 @@ def _prefs_mblock(info, beta, cands, n=None):
     return [c.row for c in mb]
 
 
-def _prefs_shared(cands):
-    """The cstream-mblock rows of groups by shared B rows (offered only
-    where they read markedly fewer B rows than contiguous groups), the
-    smallest budget first."""
-    shared = [c for c in cands if c.family == CstreamMblock.name
-              and 'shared' in c.params]
-    shared.sort(key=lambda c: c.params['shared'])
-    return [c.row for c in shared]
+def _prefs_grouped(cands, param, reverse=False):
+    """The cstream-mblock rows whose groups a parameter finds from A's
+    pattern (`shared`: by shared B rows; `part`: partitioned; each offered
+    only where they read markedly fewer B rows than contiguous groups),
+    sorted by it (descending with reverse)."""
+    rows = [c for c in cands if c.family == CstreamMblock.name
+            and param in c.params]
+    rows.sort(key=lambda c: c.params[param], reverse=reverse)
+    return [c.row for c in rows]
 
 
 def _prefs(info, cands, beta, n=None):
@@ -358,8 +369,11 @@ def _prefs_stream(info, cands, beta, n=None):
                 mb = mb[:WARPROWS_AFTER] + wr + mb[WARPROWS_AFTER:]
         # groups by shared B rows first where offered (they read B from
         # L2 2-4 times less often than the contiguous groups), before the
-        # sparse tensor-core tiles too
-        shared = _prefs_shared(cands)
+        # sparse tensor-core tiles too; the partitioned groups (larger
+        # groups first) first where no shared groups are, else after
+        # PART_AFTER rows
+        shared = _prefs_grouped(cands, 'shared')
+        part = _prefs_grouped(cands, 'part', reverse=True)
         if MmaGemm.name in families and sparse_gemm_worth_it(info):
             first = list(SPARSE_GEMM_FIRST_BETA if beta
                          else SPARSE_GEMM_FIRST)
@@ -371,6 +385,8 @@ def _prefs_stream(info, cands, beta, n=None):
                 first, nxt = compact, first + nxt
             return shared + first + mb[:5] + nxt + mb[5:] + [STREAM_W1]
         mb = shared + mb
+        mb = mb[:PART_AFTER] + part + mb[PART_AFTER:] if shared else \
+            part + mb
         if k <= BIG_M and not beta:   # few rows of B: one group does
             return [STREAM_W1] + mb + [STREAM_W2]
         return mb + [STREAM_W1, STREAM_W2]

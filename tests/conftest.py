@@ -73,6 +73,21 @@ def kron_like(rng, m=200, k=46, blocks=5, bk=9):
     return A[rng.permutation(m)][:, rng.permutation(k)]
 
 
+def divergence_like(rng, p=3, zero_centre=False):
+    """The transpose of a tensor-product gradient (gradient_like): row i
+    sums the three derivatives' values of the lines through point i; the
+    columns come in three parts, one a derivative.  zero_centre (odd p):
+    the derivative matrix's centre is zero, as at the middle of
+    symmetric points (PyFR's hex divergence: 7056 non-zeros at p = 7)."""
+    D = rng.standard_normal((p, p))
+    if zero_centre:
+        D[p // 2, p // 2] = 0.0
+    eye = np.eye(p)
+    return np.ascontiguousarray(np.vstack([
+        np.kron(np.kron(eye, eye), D), np.kron(np.kron(eye, D), eye),
+        np.kron(np.kron(D, eye), eye)]).T)
+
+
 def prism_like(rng, tri=21, line=6):
     """The derivatives at the points of a prism-like tensor product (a
     triangle's `tri` points times a line's `line`): two in the triangle's

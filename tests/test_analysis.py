@@ -473,3 +473,56 @@ def test_compact_worth_it_where_blocks_use_few_columns(rng):
         A, 64, 8).live
     assert analysis.compact_worth_it(A, 64, 8)
     assert not analysis.compact_worth_it(kron_like(rng), 64, 8)
+
+
+def _reads(A, groups):
+    S = np.asarray(A) != 0
+    return sum(int(S[list(g)].any(axis=0).sum()) for g in groups)
+
+
+def test_partition_rows_every_row_once_bounded_and_deterministic(rng):
+    """Every row once (zero rows too), groups in order of first row, each
+    within PARTITION_MAX_SHARE of its share of the rows and at least half
+    of it; the same groups for the same pattern; fewer groups than asked
+    where A has fewer rows; parts < 1 refused."""
+    A = random_operator(rng, 90, 60, 0.1)
+    A[[3, 50]] = 0.0
+    groups = analysis.partition_rows(A, 7)
+    assert len(groups) == 7
+    assert sorted(i for g in groups for i in g) == list(range(90))
+    assert all(list(g) == sorted(g) for g in groups)
+    assert [g[0] for g in groups] == sorted(g[0] for g in groups)
+    share = 90 / 7
+    assert all(share // 2 <= len(g)
+               <= np.ceil(analysis.PARTITION_MAX_SHARE*share)
+               for g in groups)
+    assert analysis.partition_rows(2.0*A, 7) == groups
+    assert len(analysis.partition_rows(A[:5], 8)) == 5
+    with pytest.raises(ValueError, match='parts'):
+        analysis.partition_rows(A, 0)
+
+
+def test_partition_rows_finds_shuffled_blocks(rng):
+    """Rows of a block-diagonal pattern, shuffled: the groups are the
+    diagonal blocks (each used column read by one group)."""
+    A = np.zeros((48, 36))
+    for b in range(6):
+        A[8*b:8*(b + 1), 6*b:6*(b + 1)] = rng.standard_normal((8, 6))
+    A = A[rng.permutation(48)]
+    assert _reads(A, analysis.partition_rows(A, 6)) == 36
+
+
+def test_partition_rows_cuts_a_divergence_between_planes(rng):
+    """The transpose of a tensor-product gradient on 4**3 points (row i
+    sums the derivatives along the three lines through point i): 8 groups
+    of 2 x 2 x 2 points read each used column twice, the fewest any 8
+    groups can; union_row_blocks' blocks and contiguous groups as many
+    read more."""
+    A = np.ascontiguousarray(gradient_like(rng, 4).T)
+    groups = analysis.partition_rows(A, 8)
+    assert sorted(map(len, groups)) == [8]*8
+    assert _reads(A, groups) == 2*A.shape[1]
+    assert _reads(A, groups) < _reads(A, [analysis.union_row_blocks(A, 8)[
+        i:i + 8] for i in range(0, 64, 8)])
+    assert _reads(A, groups) < _reads(
+        A, [range(a, b) for a, b in analysis.balanced_row_groups(A, 8)])

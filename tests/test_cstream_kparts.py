@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from conftest import GPU_RUNS, gradient_like, run_candidate
+from conftest import GPU_RUNS, divergence_like, gradient_like, run_candidate
 from gimmik import CUDAMatMul, HIPMatMul
 from gimmik.base import Candidate
 from gimmik.families.cstream_kparts import (KPARTS_MAX_READS,
@@ -18,13 +18,6 @@ from gimmik.families.cstream_kparts import (KPARTS_MAX_READS,
                                             kparts_reads)
 
 CUDA = {'compute_capability': (9, 0)}
-
-
-def divergence_like(rng, p=3):
-    """The transpose of a tensor-product gradient (gradient_like): row i
-    sums the three derivatives' values of the lines through point i; the
-    columns come in three parts, one a derivative."""
-    return np.ascontiguousarray(gradient_like(rng, p).T)
 
 
 def test_plan_roles_and_reads(rng):

@@ -194,23 +194,28 @@ def test_bstream_runs(rng):
 
 
 
+@pytest.mark.parametrize('params', [dict(width=1, shared=9),
+                                    dict(width=1, part=6)],
+                         ids=['shared', 'part'])
 @pytest.mark.parametrize('platform,dtype,beta,baked', GPU_RUNS,
                          ids=lambda x: getattr(x, '__name__', str(x)))
-def test_shared_groups_emulated(rng, platform, dtype, beta, baked):
-    """Rows grouped by shared B rows (a gradient with zero rows: the
-    groups are not contiguous): exact in the platform's executor, ragged
-    n and padded strides, n baked or at run time."""
+def test_shared_groups_emulated(rng, platform, dtype, beta, baked, params):
+    """Rows grouped by shared B rows or partitioned (a gradient with zero
+    rows: the groups are not contiguous): exact in the platform's
+    executor, ragged n and padded strides, n baked or at run time."""
     A = gradient_like(rng, 3)
     A[[4, 40]] = 0
-    params = dict(width=1, shared=9)
     p, meta = run_candidate(rng, platform, A, 'cstream-mblock', params,
                             dtype, beta, baked, n=131, aligne=2)
     p.check(f'{meta["variant"]} {np.dtype(dtype).name} beta={beta}')
     assert meta['row_groups'] == len(mblock_rows(A, params))
 
 
+@pytest.mark.parametrize('params', [dict(width=1, shared=9),
+                                    dict(width=1, part=6)],
+                         ids=['shared', 'part'])
 @pytest.mark.parametrize('platform', ['hip', 'cuda'])
-def test_shared_groups_wrong_bake_is_caught(rng, platform):
+def test_shared_groups_wrong_bake_is_caught(rng, platform, params):
     A = gradient_like(rng, 3)
 
     def mutate(plan):
@@ -219,9 +224,9 @@ def test_shared_groups_wrong_bake_is_caught(rng, platform):
         j, v = row.terms[0]
         row.terms[0] = (j, v + 1.0)
 
-    p, _ = run_candidate(rng, platform, A, 'cstream-mblock',
-                         dict(width=1, shared=9), np.float64, 0.0, True,
-                         n=67, aligne=2, mutate=mutate)
+    p, _ = run_candidate(rng, platform, A, 'cstream-mblock', params,
+                         np.float64, 0.0, True, n=67, aligne=2,
+                         mutate=mutate)
     with pytest.raises(AssertionError, match='relative error'):
         p.check('mutated')
 
@@ -283,3 +288,46 @@ def test_budgets_finding_the_same_groups_offer_one_kernel(rng):
                 kern.kernel_key()
         assert any('groups' in c.params
                    for c in mm.candidates(np.float64, **opts))
+
+
+def test_partitioned_groups_plan_and_offer(rng):
+    """The groups are analysis.partition_rows' (about `part` rows each);
+    offered where they read at most SHARED_MAX_READS of the B rows
+    contiguous groups as many read: on a divergence-like operator (the
+    transpose of a gradient), first of CUDA's offer where no shared groups
+    are, and on HIP on a gradient; not where A's rows come in blocks
+    of one support (prism-like, the sparse tensor-core tiles'), nor on
+    CUDA with beta != 0 or groups of PART_MAX_TERMS non-zeros or more."""
+    from gimmik.analysis import partition_rows
+    from gimmik.cuda import CANDIDATES as CUDA_CANDIDATES, PART_MAX_TERMS
+    from conftest import divergence_like, prism_like
+    params = dict(width=1, part=24)
+    div = divergence_like(rng, 7, zero_centre=True)
+    mm = HIPMatMul(div, beta=0.0, aligne=2)
+    kern = mm.kernel(Candidate('cstream-mblock', params, OPTS), np.float64)
+    groups = partition_rows(div, -(-div.shape[0] // 24))
+    assert [rows for rows, _ in kern.plan] == [list(g) for g in groups]
+    assert CstreamMblock.adapt(mm, params) == params
+
+    def offered(mm, **opts):
+        return [c for c in mm.candidates(np.float64, **opts)
+                if c.family == 'cstream-mblock' and 'part' in c.params]
+    sizes = dict(aligne=2, n=4096, ldb=4096, ldc=4096)
+    # HIP: where its register filter keeps them (a gradient's groups of
+    # few B values, not the divergence's)
+    assert offered(HIPMatMul(gradient_like(rng, 5), **sizes), **OPTS)
+    cuda = CUDAMatMul(div, **sizes)
+    cands = cuda.candidates(np.float64, compute_capability=(9, 0))
+    assert not any('shared' in c.params for c in cands)
+    assert 'part' in cands[0].params
+    assert max(int((div[list(g)] != 0).sum()) for g in groups) \
+        < PART_MAX_TERMS
+    assert not offered(CUDAMatMul(div, beta=1.0, **sizes),
+                       compute_capability=(9, 0))
+    row = next(r for r in CUDA_CANDIDATES if r.id == 'mblock-p24')
+    dense = rng.uniform(1.0, 2.0, (96, 32))     # 24 rows: 768 terms
+    assert CUDAMatMul(dense, **sizes)._adapt(row, row.params) is None
+    assert CUDAMatMul(div, **sizes)._adapt(row, row.params) == row.params
+    prism = prism_like(rng, 28, 7)
+    assert CstreamMblock.adapt(HIPMatMul(prism), params) is None
+

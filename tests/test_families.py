@@ -31,8 +31,9 @@ def operators():
     and sparse, dense, dense with m and k beyond mfma-gemm's threshold,
     wide and sparse (the k-split in passes of rows), blocks of
     non-zeros with rows and columns shuffled (mfma-gemm with A
-    reordered), a gradient's transpose (cstream-kparts) and a prism-like
-    gradient (mma-gemm's compact tiles)."""
+    reordered), a gradient's transpose (cstream-kparts), a prism-like
+    gradient (mma-gemm's compact tiles) and a gradient (cstream-mblock's
+    partitioned groups)."""
     rng = np.random.default_rng(7)
     sparse = rng.standard_normal((20, 15))*(rng.random((20, 15)) < 0.4)
     sparse[0, 0] = 1.0
@@ -43,7 +44,7 @@ def operators():
             rng.standard_normal((160, 200)), wide,
             kron_like(rng, 300, 100, blocks=6, bk=16),
             np.ascontiguousarray(gradient_like(rng, 5).T),
-            prism_like(rng, 28, 7)]
+            prism_like(rng, 28, 7), gradient_like(rng, 5)]
 
 
 def bind(platform, row, dtype=np.float64):

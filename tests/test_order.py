@@ -14,7 +14,7 @@ from gimmik.cuda import PLAIN_B_MIN_VALUES, CUDAMatMul
 from gimmik.families.cstream_ksplit import CHUNKED_MIN_WIDTH
 from gimmik import cost, hip
 from gimmik.order import (B_FIRST_ANY_M, B_FIRST_MAX_VALUES, CHUNKED_MIN_M,
-                          _mblock_groups, order_candidates)
+                          PART_AFTER, _mblock_groups, order_candidates)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, 'tests', 'fixtures')
@@ -109,12 +109,16 @@ def test_many_rows_offer_mblock_around_the_predicted_groups():
     assert _mblock_groups(info, 0.0) == 16          # 400 / 24
     assert _mblock_groups(info, 1.0) == 128         # few nnz a row: 400/4
     # the groups by shared B rows first where offered (smallest budget
-    # first), then the contiguous ones around the predicted count
+    # first), then the contiguous ones around the predicted count; the
+    # partitioned ones (larger groups first) after PART_AFTER rows
     _, out = ordered(A)
     shared = [c.params.get('shared') for c in out]
     lead = next(i for i, u in enumerate(shared) if u is None)
     assert lead >= 1 and shared[:lead] == sorted(shared[:lead])
     assert out[lead].variant == 'cstream-mblock/groups16/ldnc/width1'
+    part = [i for i, c in enumerate(out) if 'part' in c.params]
+    assert part == list(range(PART_AFTER, PART_AFTER + len(part)))
+    assert [out[i].params['part'] for i in part] == [24, 16]
     # beta != 0: no shared groups on CUDA (cuda.SHARED_ROWS)
     _, out = ordered(A, beta=1.0)
     assert out[0].params['groups'] == 128

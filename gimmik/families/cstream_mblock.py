@@ -4,27 +4,31 @@ its rows computed in load batches (Family.cstream_batches: batched where
 C is read or where one row a batch would wait too often).
 
 The groups are either `groups` contiguous groups of similar work
-(analysis.balanced_row_groups) or, with `shared`, the rows grouped by the
+(analysis.balanced_row_groups), or, with `shared`, the rows grouped by the
 rows of B they share, at most `shared` B rows a group
-(analysis.shared_row_groups): a B row several groups use is read from L2
-once a group, and on tensor-product operators contiguous groups cut apart
-the rows that share B rows."""
+(analysis.shared_row_groups), or, with `part`, about `part` rows a group
+(m/part groups, rounded up) cut by analysis.partition_rows to read few B
+rows together: a B row several groups use is read from L2 once a group,
+and on tensor-product operators contiguous groups cut apart the rows that
+share B rows."""
 
 from functools import cached_property
 
 import numpy as np
 
 from gimmik import plans
-from gimmik.analysis import shared_row_groups
+from gimmik.analysis import (partition_rows, shared_row_groups,
+                             sparse_gemm_worth_it)
 from gimmik.families import (FREE_REGISTER_ESTIMATE, MAX_REGISTERS,
                              Family, Geometry)
 
 
-# Shared row groups are offered where they read at most this fraction of
-# the B rows contiguous groups of as many would (on tensor-product
-# gradients 0.2-0.5; where rows share little, as on the divergence-like
-# wide operators, 0.85 and more: contiguous groups with more rows do as
-# well there)
+# Shared and partitioned row groups are offered where they read at most
+# this fraction of the B rows contiguous groups of as many would (shared
+# groups on tensor-product gradients 0.2-0.5; where rows share little, as
+# on the divergence-like wide operators, 0.85 and more: contiguous groups
+# with more rows do as well there; partitioned groups on the hex
+# divergence 0.7)
 SHARED_MAX_READS = 0.75
 
 
@@ -37,9 +41,13 @@ def group_reads(A, rows):
 
 def mblock_rows(A, params):
     """[rows of A of each group] of a cstream-mblock row's parameters
-    (`groups` contiguous groups, empty ones dropped; or `shared`)."""
+    (`groups` contiguous groups, empty ones dropped; `shared`; or `part`
+    groups of partition_rows, reading few B rows together)."""
     if 'shared' in params:
         return [list(g) for g in shared_row_groups(A, params['shared'])]
+    if 'part' in params:
+        return [list(g) for g in partition_rows(
+            A, -(-A.shape[0] // params['part']))]
     return [list(range(r0, r1))
             for r0, r1 in plans.balanced_row_groups(A, params['groups'])
             if r1 > r0]
@@ -59,10 +67,16 @@ class CstreamMblock(Family):
 
     @classmethod
     def adapt(cls, mm, params):
-        # shared groups: only where they read markedly fewer B rows than
-        # contiguous groups of as many (SHARED_MAX_READS)
-        if 'shared' not in params:
+        # shared and partitioned groups: only where they read markedly
+        # fewer B rows than contiguous groups of as many (SHARED_MAX_READS)
+        if 'shared' not in params and 'part' not in params:
             return params
+        # partitioned groups not where A's rows come in blocks of one
+        # support that the sparse tensor-core tiles run (prism operators:
+        # H100, n = 110080, p6-pri-m460's groups of 20-30 rows ran at
+        # 0.29-0.33 of copy, the tiles at 0.92-0.95)
+        if 'part' in params and sparse_gemm_worth_it(mm.info):
+            return None
         rows = mblock_rows(mm.A, params)
         contiguous = mblock_rows(mm.A, dict(groups=len(rows)))
         if (group_reads(mm.A, rows)
@@ -79,7 +93,7 @@ class CstreamMblock(Family):
         # the groups, not the parameters that chose them: budgets that
         # find the same groups make the same kernel
         rest = {k: v for k, v in self.params.items()
-                if k not in ('groups', 'shared')}
+                if k not in ('groups', 'shared', 'part')}
         return (repr(sorted(rest.items())),
                 tuple(map(tuple, self.group_rows)))
 
