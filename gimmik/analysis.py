@@ -68,6 +68,20 @@ def sparse_gemm_worth_it(info):
                 and info.slab_live <= SPARSE_GEMM_MAX_LIVE))
 
 
+def _packed(A):
+    """(shape, bytes) of A's pattern: the key the pattern's analyses are
+    remembered by."""
+    S = np.asarray(A) != 0
+    return S.shape, np.packbits(S).tobytes()
+
+
+def _unpacked(shape, packed):
+    """The boolean pattern of a _packed key."""
+    m, k = shape
+    return np.unpackbits(np.frombuffer(packed, dtype=np.uint8),
+                         count=m*k).reshape(m, k).astype(bool)
+
+
 def _slab_live(S):
     """OperatorInfo.slab_live of the pattern S."""
     order = slab_order(S, *SPARSE_GEMM_SLAB)
@@ -137,16 +151,13 @@ def shared_row_groups(A, budget):
     Deterministic; remembered for the pattern."""
     if budget < 1:
         raise ValueError(f'shared_row_groups: budget {budget} < 1')
-    S = np.asarray(A) != 0
-    return _shared_row_groups(S.shape, np.packbits(S).tobytes(),
-                              int(budget))
+    return _shared_row_groups(*_packed(A), int(budget))
 
 
 @functools.lru_cache(maxsize=64)
 def _shared_row_groups(shape, packed, budget):
     m, k = shape
-    S = np.unpackbits(np.frombuffer(packed, dtype=np.uint8),
-                      count=m*k).reshape(m, k).astype(bool)
+    S = _unpacked(shape, packed)
     live = np.flatnonzero(S.any(axis=1))
     if not live.size:
         return (tuple(range(m)),)
@@ -197,15 +208,13 @@ def union_row_blocks(A, size):
     compact).  Deterministic; remembered for the pattern."""
     if size < 1:
         raise ValueError(f'union_row_blocks: size {size} < 1')
-    S = np.asarray(A) != 0
-    return _union_row_blocks(S.shape, np.packbits(S).tobytes(), int(size))
+    return _union_row_blocks(*_packed(A), int(size))
 
 
 @functools.lru_cache(maxsize=64)
 def _union_row_blocks(shape, packed, size):
     m, k = shape
-    S = np.unpackbits(np.frombuffer(packed, dtype=np.uint8),
-                      count=m*k).reshape(m, k).astype(bool)
+    S = _unpacked(shape, packed)
     # counts as floats: BLAS products, exact far beyond any k
     P = S.astype(np.float64)
     left = np.ones(m, dtype=bool)
@@ -260,20 +269,18 @@ def partition_rows(A, parts):
     PARTITION_MAX_SHARE times its share of the rows and at least half of
     it.  On tensor-product operators the cuts fall between planes of
     points, whose lines they cut once (the hex divergence, 343 x 1029:
-    each used B row read 2.6 times by 16 groups, where union_row_blocks'
-    blocks read it 3.3 times and contiguous groups 3.7).  Deterministic;
-    remembered for the pattern."""
+    each used B row read 2.6 times by 15 groups, where union_row_blocks'
+    blocks as many read it 3.3 times and contiguous groups 3.7).
+    Deterministic; remembered for the pattern."""
     if parts < 1:
         raise ValueError(f'partition_rows: parts {parts} < 1')
-    S = np.asarray(A) != 0
-    return _partition_rows(S.shape, np.packbits(S).tobytes(), int(parts))
+    return _partition_rows(*_packed(A), int(parts))
 
 
 @functools.lru_cache(maxsize=64)
 def _partition_rows(shape, packed, parts):
     m, k = shape
-    S = np.unpackbits(np.frombuffer(packed, dtype=np.uint8),
-                      count=m*k).reshape(m, k).astype(bool)
+    S = _unpacked(shape, packed)
     parts = min(parts, m)
     share = m / parts
     cap = max(1, int(np.ceil(PARTITION_MAX_SHARE*share)))
@@ -569,15 +576,13 @@ def slab_order(A, block_m, block_k):
     points times a line's) into blocks; sorts by the slabs each column and
     row uses then tighten them.  Deterministic; the best order seen is
     kept (and remembered for the pattern: the families ask again)."""
-    S = np.asarray(A) != 0
-    return _slab_order(S.shape, np.packbits(S).tobytes(), block_m, block_k)
+    return _slab_order(*_packed(A), block_m, block_k)
 
 
 @functools.lru_cache(maxsize=64)
 def _slab_order(shape, packed, block_m, block_k):
     m, k = shape
-    S = np.unpackbits(np.frombuffer(packed, dtype=np.uint8),
-                      count=m*k).reshape(m, k).astype(bool)
+    S = _unpacked(shape, packed)
     natural = int(live_slabs(S, block_m, block_k).sum())
     used = np.flatnonzero(S.any(axis=0))
     if not used.size:

@@ -79,11 +79,18 @@ MAX_THREAD_REGISTERS = 255
 # The partitioned groups keep more B values live than the shared ones (a
 # group's rows share fewer B rows): the estimate's live values (every B
 # value from its first use to its last) gave 206-402 registers where
-# ptxas compiled 254 without spill, so they are bounded by their terms
-# alone: groups of up to 684 non-zeros compiled without spill, from 648
-# some spilled 16-56 bytes and from 727 all of them 152-1160
-# (p5/p6-hex-m132, p6-hex-m460, each at 8-32 groups)
+# ptxas compiled 254 without spill, so where each B value feeds few of a
+# group's terms (at most PART_MAX_REUSE on average) they are bounded by
+# their terms instead, with n baked only (PyFR's call): groups of up to
+# 684 non-zeros compiled without spill with n baked, from 648 some spilled
+# 16-56 bytes and from 727 all of them 152-1160 (p5/p6-hex-m132,
+# p6-hex-m460, each at 8-32 groups); with n at run time groups of 604-630
+# spilled 32-72 bytes, and so did a group of 19 rows of 570 non-zeros on
+# 35 B rows (a denser copy of a tet operator) with n baked
+# (bench/results/cuda-spill-audit-part*.csv).  Elsewhere they are budgeted
+# by the estimate as the shared groups are.
 PART_MAX_TERMS = 640
+PART_MAX_REUSE = 4
 
 # Shared memory of an sm_90 SM and the driver's reservation per block, for
 # the blocks per SM a row asks for (the rows naming blocks are sm_90 rows)
@@ -204,14 +211,15 @@ CANDIDATES = [
     # (SHARED_ROWS)
     *[Row(f'mblock-s{u}', CstreamMblock, dict(width=1, shared=u, ld='nc'),
           'bigm stream') for u in (32, 48, 64)],
-    # the rows partitioned into groups of about 24 and 16 rows reading few
-    # B rows together (analysis.partition_rows; offered and budgeted as
-    # the shared groups, SHARED_ROWS).  H100, n = 110080, the hex
+    # the rows partitioned into groups of about 22 and 16 rows reading few
+    # B rows together (analysis.partition_rows; offered as the shared
+    # groups, budgeted by PART_MAX_TERMS).  H100, n = 110080, the hex
     # divergence of 343 rows (16 contiguous groups 0.80 of copy): 14-16
-    # such groups 0.90-0.91, 8-12 spilled (40-48 rows a group), 24-32
-    # groups 0.82-0.86
+    # such groups 0.90-0.91 timed alone, 0.88-0.89 in the walk
+    # (bench/results/pyfr-walk-h100-part22.csv); 8-12 spilled (40-48 rows
+    # a group), 24-32 groups 0.82-0.86
     *[Row(f'mblock-p{r}', CstreamMblock, dict(width=1, part=r, ld='nc'),
-          'bigm stream') for r in (24, 16)],
+          'bigm stream') for r in (22, 16)],
     Row('ksplit2', CstreamKsplit, dict(ksplit=2), 'stream'),
     Row('ksplit4', CstreamKsplit, dict(ksplit=4), 'stream'),
     # k split into parts, partial sums crossing them in shared memory
@@ -395,8 +403,7 @@ class CUDAMatMul(MatMul):
         # (SHARED_ROWS)
         if row.family is CstreamMblock and _grouped(params) and (
                 self.beta != 0 or max(_group_terms(self.A, params))
-                >= (PART_MAX_TERMS if 'part' in params
-                    else LONG_KERNEL_TERMS)):
+                >= LONG_KERNEL_TERMS):
             return None
         # evict-first B loads become plain ones on panels of many L2s
         # (PLAIN_B_MIN_VALUES)
@@ -425,7 +432,7 @@ class CUDAMatMul(MatMul):
         # unrolled kernels what LONG_REGISTER_FACTOR times the estimate
         # leaves within a thread's registers
         est = kern.registers()
-        if est is None or _partitioned(kern):
+        if est is None or _terms_bound(kern):
             return True
         block = kern.geometry().block
         cap = SM_REGISTERS // (block[0]*block[1]*block[2])
@@ -478,10 +485,21 @@ def register_budget(estimate, factor=1.5):
     return -(-int(estimate*factor) // 8)*8
 
 
-def _partitioned(kern):
-    """Whether a candidate is cstream-mblock of partitioned groups, whose
-    registers PART_MAX_TERMS bounds (SHARED_ROWS), not the estimate."""
-    return kern.name == CstreamMblock.name and 'part' in kern.params
+def _terms_bound(kern):
+    """Whether a candidate is cstream-mblock of partitioned groups whose
+    registers their terms bound, not the estimate (PART_MAX_TERMS): n
+    baked, every group of fewer than PART_MAX_TERMS non-zeros and at most
+    PART_MAX_REUSE of them on average a B row it uses."""
+    if not (kern.name == CstreamMblock.name and 'part' in kern.params
+            and kern.mm.n is not None):
+        return False
+    S = np.asarray(kern.A) != 0
+    for rows in kern.group_rows:
+        terms = int(S[rows].sum())
+        if (terms >= PART_MAX_TERMS
+                or terms > PART_MAX_REUSE*int(S[rows].any(axis=0).sum())):
+            return False
+    return True
 
 
 def _grouped(params):

@@ -128,7 +128,7 @@ BIG_M = 64
 #   points: 6 groups of p5-hex-m132 read each B row 2.7 times, 8 and 16
 #   3.0 and 3.5 times; not on CUDA, where ptxas spilled 9 of their 173
 #   candidates on the suites); `shared`: the rows grouped by the B rows
-#   they share (analysis.shared_row_groups); `part`: groups of about 24
+#   they share (analysis.shared_row_groups); `part`: groups of about 22
 #   and 16 rows cut to read few B rows together (analysis.partition_rows;
 #   on the CUDA twin 0.90-0.91 of copy on the hex divergence of 343 rows,
 #   where contiguous groups run at 0.80).
@@ -155,7 +155,7 @@ BOUNDED_ROWS = [
         'bigm w2'),
     Row('mblock-s32', CstreamMblock, dict(width=1, shared=32), 'bigm'),
     Row('mblock-s64', CstreamMblock, dict(width=1, shared=64), 'bigm'),
-    Row('mblock-p24', CstreamMblock, dict(width=1, part=24), 'bigm'),
+    Row('mblock-p22', CstreamMblock, dict(width=1, part=22), 'bigm'),
     Row('mblock-p16', CstreamMblock, dict(width=1, part=16), 'bigm'),
     # cstream-kparts (CstreamKparts.adapt: where its parts read each B row
     # about once), eight waves a block: a slot of 64 columns, so a CU's

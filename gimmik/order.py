@@ -219,10 +219,10 @@ B_FIRST = ('bstream-w1-cs', 'msplit4-w1', 'msplit2-w2', 'msplit4-w2',
 
 # cstream-mblock's partitioned groups, where shared groups are offered
 # too, come after this many rows (where none are, first: the hex
-# divergence of 343 rows, H100, n = 110080, 0.90-0.91 of copy against
-# 0.80 for the contiguous groups; beside shared groups, on the hex
-# gradients and face interpolations, they ran within 1-2 % of them,
-# bench/results/pyfr-walk-h100-part*)
+# divergence of 343 rows, H100, n = 110080, 0.88 of the same-bytes copy
+# against 0.80 for the contiguous groups; beside shared groups, on the
+# hex gradients and face interpolations, within 0.5 % of them by PyFR's
+# timing, bench/results/pyfr-walk-h100-part*)
 PART_AFTER = 5
 
 # cstream-kparts (offered where its parts read each B row about once,

@@ -297,15 +297,17 @@ def test_partitioned_groups_plan_and_offer(rng):
     transpose of a gradient), first of CUDA's offer where no shared groups
     are, and on HIP on a gradient; not where A's rows come in blocks
     of one support (prism-like, the sparse tensor-core tiles'), nor on
-    CUDA with beta != 0 or groups of PART_MAX_TERMS non-zeros or more."""
+    CUDA with beta != 0, nor where its estimate bounds them (n at run
+    time, or B rows reused by many of a group's terms) and exceeds the
+    budget."""
     from gimmik.analysis import partition_rows
     from gimmik.cuda import CANDIDATES as CUDA_CANDIDATES, PART_MAX_TERMS
     from conftest import divergence_like, prism_like
-    params = dict(width=1, part=24)
+    params = dict(width=1, part=22)
     div = divergence_like(rng, 7, zero_centre=True)
     mm = HIPMatMul(div, beta=0.0, aligne=2)
     kern = mm.kernel(Candidate('cstream-mblock', params, OPTS), np.float64)
-    groups = partition_rows(div, -(-div.shape[0] // 24))
+    groups = partition_rows(div, -(-div.shape[0] // 22))
     assert [rows for rows, _ in kern.plan] == [list(g) for g in groups]
     assert CstreamMblock.adapt(mm, params) == params
 
@@ -324,10 +326,21 @@ def test_partitioned_groups_plan_and_offer(rng):
         < PART_MAX_TERMS
     assert not offered(CUDAMatMul(div, beta=1.0, **sizes),
                        compute_capability=(9, 0))
-    row = next(r for r in CUDA_CANDIDATES if r.id == 'mblock-p24')
-    dense = rng.uniform(1.0, 2.0, (96, 32))     # 24 rows: 768 terms
-    assert CUDAMatMul(dense, **sizes)._adapt(row, row.params) is None
-    assert CUDAMatMul(div, **sizes)._adapt(row, row.params) == row.params
+    # CUDA budgets them by their terms with n baked, not at run time
+    # (there the estimate bounds them, and the divergence's exceeds it)
+    assert not offered(CUDAMatMul(div, aligne=2), compute_capability=(9, 0))
+    # ... and not where a group's terms reuse its B rows more than
+    # PART_MAX_REUSE times (rows of a few dense columns)
+    from gimmik.cuda import PART_MAX_REUSE, _terms_bound
+    row = next(r for r in CUDA_CANDIDATES if r.id == 'mblock-p16')
+    dense = np.kron(np.eye(8), rng.uniform(1.0, 2.0, (16, 12)))
+    mm = CUDAMatMul(dense, **sizes)
+    kern = mm.kernel(Candidate('cstream-mblock', row.params,
+                               {'compute_capability': (9, 0)}), np.float64)
+    assert 16 > PART_MAX_REUSE and not _terms_bound(kern)
+    kern = cuda.kernel(next(c for c in cands if 'part' in c.params),
+                       np.float64)
+    assert _terms_bound(kern)
     prism = prism_like(rng, 28, 7)
     assert CstreamMblock.adapt(HIPMatMul(prism), params) is None
 

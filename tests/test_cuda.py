@@ -16,7 +16,8 @@ import tempfile
 import numpy as np
 import pytest
 
-from conftest import gradient_like, kron_like, prism_like, random_operator
+from conftest import (divergence_like, gradient_like, kron_like, prism_like,
+                      random_operator)
 from gimmik.base import Candidate
 from gimmik.emulate import run_cuda
 from gimmik.validate import check_dtype
@@ -419,6 +420,20 @@ def test_long_candidates_compile_without_spills(rng):
 @pytest.mark.skipif(NVCC is None, reason='nvcc is not installed')
 def test_long_candidates_compile_without_spills_sm80(rng):
     _check_long_cases(rng, ('sm_80',))
+
+
+@pytest.mark.skipif(NVCC is None, reason='nvcc is not installed')
+def test_partitioned_groups_compile_without_spills(rng):
+    """cstream-mblock's partitioned groups of a hex divergence of 343
+    points (groups of up to 27 rows and 567 non-zeros, budgeted by their
+    terms: PART_MAX_TERMS), n baked as PyFR bakes it: no spill on sm_90."""
+    A = divergence_like(rng, 7, zero_centre=True)
+    mm = CUDAMatMul(A, aligne=4, n=110080, ldb=110080, ldc=110080)
+    dt = check_dtype('float64')
+    cands = [c for c in mm._candidates(dt, (9, 0)) if 'part' in c.params]
+    assert cands
+    srcs, names = _sources(mm, dt, cands)
+    _assert_no_spills([('divergence-baked', 'sm_90', srcs, names)])
 
 
 def _chunked_cases(rng):

@@ -118,7 +118,7 @@ def test_many_rows_offer_mblock_around_the_predicted_groups():
     assert out[lead].variant == 'cstream-mblock/groups16/ldnc/width1'
     part = [i for i, c in enumerate(out) if 'part' in c.params]
     assert part == list(range(PART_AFTER, PART_AFTER + len(part)))
-    assert [out[i].params['part'] for i in part] == [24, 16]
+    assert [out[i].params['part'] for i in part] == [22, 16]
     # beta != 0: no shared groups on CUDA (cuda.SHARED_ROWS)
     _, out = ordered(A, beta=1.0)
     assert out[0].params['groups'] == 128
