@@ -68,18 +68,21 @@ def sparse_gemm_worth_it(info):
                 and info.slab_live <= SPARSE_GEMM_MAX_LIVE))
 
 
-def _packed(A):
-    """(shape, bytes) of A's pattern: the key the pattern's analyses are
-    remembered by."""
-    S = np.asarray(A) != 0
-    return S.shape, np.packbits(S).tobytes()
+def _by_pattern(fn):
+    """fn(S, *args) of a matrix's boolean pattern S, called as fn(A,
+    *args) and remembered for the pattern (the last 64 calls)."""
+    @functools.lru_cache(maxsize=64)
+    def remembered(shape, packed, *args):
+        m, k = shape
+        S = np.unpackbits(np.frombuffer(packed, dtype=np.uint8),
+                          count=m*k).reshape(m, k).astype(bool)
+        return fn(S, *args)
 
-
-def _unpacked(shape, packed):
-    """The boolean pattern of a _packed key."""
-    m, k = shape
-    return np.unpackbits(np.frombuffer(packed, dtype=np.uint8),
-                         count=m*k).reshape(m, k).astype(bool)
+    @functools.wraps(fn)
+    def call(A, *args):
+        S = np.asarray(A) != 0
+        return remembered(S.shape, np.packbits(S).tobytes(), *args)
+    return call
 
 
 def _slab_live(S):
@@ -134,7 +137,8 @@ def balanced_row_groups(A, parts):
     return list(zip(bounds[:-1], bounds[1:]))
 
 
-def shared_row_groups(A, budget):
+@_by_pattern
+def shared_row_groups(S, budget):
     """The rows of A grouped by the rows of B they use, for kernels that
     load a group's B rows once and compute its rows from them: a tuple of
     groups, each a tuple of row indices (ascending; groups in order of
@@ -149,15 +153,9 @@ def shared_row_groups(A, budget):
     rows of a plane of points, whose lines share their B rows, end up
     together, where contiguous groups cut those lines apart.
     Deterministic; remembered for the pattern."""
+    m, k = S.shape
     if budget < 1:
         raise ValueError(f'shared_row_groups: budget {budget} < 1')
-    return _shared_row_groups(*_packed(A), int(budget))
-
-
-@functools.lru_cache(maxsize=64)
-def _shared_row_groups(shape, packed, budget):
-    m, k = shape
-    S = _unpacked(shape, packed)
     live = np.flatnonzero(S.any(axis=1))
     if not live.size:
         return (tuple(range(m)),)
@@ -198,7 +196,8 @@ def _shared_row_groups(shape, packed, budget):
     return tuple(tuple(sorted(g)) for g in sorted(groups, key=min))
 
 
-def union_row_blocks(A, size):
+@_by_pattern
+def union_row_blocks(S, size):
     """A's rows (a tuple, every row once) in blocks of `size` (the last
     one short), each block's union of used columns kept small: a block
     starts from the remaining row with the most non-zeros and takes, one
@@ -206,15 +205,9 @@ def union_row_blocks(A, size):
     (ties: the most columns shared, then the lowest index).  For kernels
     whose blocks of rows each loop over their own used columns (mma-gemm's
     compact).  Deterministic; remembered for the pattern."""
+    m, k = S.shape
     if size < 1:
         raise ValueError(f'union_row_blocks: size {size} < 1')
-    return _union_row_blocks(*_packed(A), int(size))
-
-
-@functools.lru_cache(maxsize=64)
-def _union_row_blocks(shape, packed, size):
-    m, k = shape
-    S = _unpacked(shape, packed)
     # counts as floats: BLAS products, exact far beyond any k
     P = S.astype(np.float64)
     left = np.ones(m, dtype=bool)
@@ -254,7 +247,8 @@ PARTITION_PASSES = 8
 PARTITION_STALL = 48
 
 
-def partition_rows(A, parts):
+@_by_pattern
+def partition_rows(S, parts):
     """A's rows in `parts` groups that together read few B rows (the sum
     over the groups of the columns of A each uses): a tuple of groups,
     each a tuple of row indices (ascending; groups in order of their first
@@ -272,15 +266,9 @@ def partition_rows(A, parts):
     each used B row read 2.6 times by 15 groups, where union_row_blocks'
     blocks as many read it 3.3 times and contiguous groups 3.7).
     Deterministic; remembered for the pattern."""
+    m, k = S.shape
     if parts < 1:
         raise ValueError(f'partition_rows: parts {parts} < 1')
-    return _partition_rows(*_packed(A), int(parts))
-
-
-@functools.lru_cache(maxsize=64)
-def _partition_rows(shape, packed, parts):
-    m, k = shape
-    S = _unpacked(shape, packed)
     parts = min(parts, m)
     share = m / parts
     cap = max(1, int(np.ceil(PARTITION_MAX_SHARE*share)))
@@ -567,7 +555,8 @@ def _by_slab_pattern(T, block_m, block_k):
     return rows, cols
 
 
-def slab_order(A, block_m, block_k):
+@_by_pattern
+def slab_order(S, block_m, block_k):
     """A SlabOrder of A's rows and used columns with few live block_m x
     block_k slabs, or None where none has fewer than A's own order.
 
@@ -576,13 +565,7 @@ def slab_order(A, block_m, block_k):
     points times a line's) into blocks; sorts by the slabs each column and
     row uses then tighten them.  Deterministic; the best order seen is
     kept (and remembered for the pattern: the families ask again)."""
-    return _slab_order(*_packed(A), block_m, block_k)
-
-
-@functools.lru_cache(maxsize=64)
-def _slab_order(shape, packed, block_m, block_k):
-    m, k = shape
-    S = _unpacked(shape, packed)
+    m, k = S.shape
     natural = int(live_slabs(S, block_m, block_k).sum())
     used = np.flatnonzero(S.any(axis=0))
     if not used.size:
