@@ -210,7 +210,7 @@ CANDIDATES = [
     # the rows grouped by the B rows they share, at most 32, 48, 64 a group
     # (SHARED_ROWS)
     *[Row(f'mblock-s{u}', CstreamMblock, dict(width=1, shared=u, ld='nc'),
-          'bigm stream') for u in (32, 48, 64)],
+          'bigm stream beta0') for u in (32, 48, 64)],
     # the rows partitioned into groups of about 22 and 16 rows reading few
     # B rows together (analysis.partition_rows; offered as the shared
     # groups, budgeted by PART_MAX_TERMS).  H100, n = 110080, the hex
@@ -219,7 +219,7 @@ CANDIDATES = [
     # (bench/results/pyfr-walk-h100-part22.csv); 8-12 spilled (40-48 rows
     # a group), 24-32 groups 0.82-0.86
     *[Row(f'mblock-p{r}', CstreamMblock, dict(width=1, part=r, ld='nc'),
-          'bigm stream') for r in (22, 16)],
+          'bigm stream beta0') for r in (22, 16)],
     Row('ksplit2', CstreamKsplit, dict(ksplit=2), 'stream'),
     Row('ksplit4', CstreamKsplit, dict(ksplit=4), 'stream'),
     # k split into parts, partial sums crossing them in shared memory
@@ -338,7 +338,7 @@ STREAM_BLOCK = 128
 
 
 GATES = ('w2', 'bigk', 'bigm', 'stream', 'sm90', 'mma', 'mma90',
-         'gemmsparse')
+         'gemmsparse', 'beta0')
 
 
 def _gates(mm, dtype, cc):
@@ -363,6 +363,7 @@ def _gates(mm, dtype, cc):
         'mma': mma_offered,
         'mma90': mma_offered and cc >= (9, 0),
         'gemmsparse': gemm_sparse,
+        'beta0': mm.beta == 0,
     }
 
 
@@ -398,12 +399,11 @@ class CUDAMatMul(MatMul):
                                 n=self.n)
 
     def _adapt(self, row, params):
-        # cstream-mblock's groups by shared B rows or partitioned: with beta
-        # 0 only and groups of fewer than LONG_KERNEL_TERMS non-zeros
-        # (SHARED_ROWS)
-        if row.family is CstreamMblock and _grouped(params) and (
-                self.beta != 0 or max(_group_terms(self.A, params))
-                >= LONG_KERNEL_TERMS):
+        # cstream-mblock's groups by shared B rows or partitioned: groups of
+        # fewer than LONG_KERNEL_TERMS non-zeros (SHARED_ROWS; beta 0 only:
+        # their rows' gate beta0, checked before the groups are found)
+        if row.family is CstreamMblock and _grouped(params) and max(
+                _group_terms(self.A, params)) >= LONG_KERNEL_TERMS:
             return None
         # evict-first B loads become plain ones on panels of many L2s
         # (PLAIN_B_MIN_VALUES)
