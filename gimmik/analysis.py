@@ -205,7 +205,7 @@ def union_row_blocks(S, size):
     (ties: the most columns shared, then the lowest index).  For kernels
     whose blocks of rows each loop over their own used columns (mma-gemm's
     compact).  Deterministic; remembered for the pattern."""
-    m, k = S.shape
+    m = S.shape[0]
     if size < 1:
         raise ValueError(f'union_row_blocks: size {size} < 1')
     # counts as floats: BLAS products, exact far beyond any k
@@ -258,15 +258,15 @@ def partition_rows(S, parts):
     Recursive bisection of the rows, each cut splitting as few used
     columns of A between its two sides as it can find: Fiduccia-Mattheyses
     passes (moves of one row at a time to the other side, the best prefix
-    of each pass kept) from two starts, the rows in A's order and in
-    union_row_blocks' order.  A group ends with at most
+    of each pass kept) from two starts: side 0 the first rows in A's order,
+    or a block grown as union_row_blocks grows its blocks.  A group ends with at most
     PARTITION_MAX_SHARE times its share of the rows and at least half of
     it.  On tensor-product operators the cuts fall between planes of
     points, whose lines they cut once (the hex divergence, 343 x 1029:
     each used B row read 2.6 times by 15 groups, where union_row_blocks'
     blocks as many read it 3.3 times and contiguous groups 3.7).
     Deterministic; remembered for the pattern."""
-    m, k = S.shape
+    m = S.shape[0]
     if parts < 1:
         raise ValueError(f'partition_rows: parts {parts} < 1')
     parts = min(parts, m)
@@ -329,8 +329,7 @@ def _fm(P, nets, rnets, side, lo, hi):
     for _ in range(PARTITION_PASSES):
         sides = np.array(side)
         c1 = (sides.astype(np.float64) @ P).astype(np.int64)
-        c0 = (np.float64(1) - sides) @ P
-        c0 = c0.astype(np.int64)
+        c0 = ((1.0 - sides) @ P).astype(np.int64)
         # a row's gain: the cut columns its move to the other side removes
         g0 = P @ ((c0 == 1).astype(np.float64) - (c1 == 0))
         g1 = P @ ((c1 == 1).astype(np.float64) - (c0 == 0))
