@@ -349,12 +349,14 @@ class Work:
 
 
 def _stream_work(kern, b_rows, lds=0.0, stage=None, waits=1, loads=None,
-                 reread=None):
+                 reread=None, stack=1, l2_rows=None):
     """Work of the one-thread-per-column families: b_rows rows of B read
     a column; a thread's loads of B all in flight (unrolled, hoisted)
     up to its registers, or `stage` bytes a thread where B is staged in
     `waits` chunks one after the other; loads: load instructions a thread
-    (default b_rows)."""
+    (default b_rows); stack: row groups a block, each taking its own path
+    through the unrolled code; l2_rows: B rows a column read from L2
+    where a block's groups share them through L1 (default b_rows)."""
     mm, info, size = kern.mm, kern.info, kern.itemsize
     g = kern.geometry()
     w = g.width
@@ -362,19 +364,22 @@ def _stream_work(kern, b_rows, lds=0.0, stage=None, waits=1, loads=None,
     threads = g.block[0]*g.block[1]*g.block[2]
     cols = g.cols_per_block or g.block[0]*w
     groups = g.row_groups or 1
-    inflight = stage if stage is not None else b_rows / groups*w*size
+    inflight = (stage if stage is not None
+                else b_rows / (groups*stack)*w*size)
     dram = len(info.bix)*size + c_rw
-    l2 = (b_rows if reread is None else reread)*size + c_rw
+    l2 = (reread if reread is not None
+          else b_rows if l2_rows is None else l2_rows)*size + c_rw
     # an FMA a non-zero, a load a used B row and a store a row of C, per
     # thread; a wave does `lanes` columns (width each)
     loads = b_rows if loads is None else loads
     warps_col = threads / cols*groups / kern.warp
     instr = ((info.nnz + loads + info.m) / kern.warp
              + WARP_OVERHEAD*warps_col)
-    rset = b_rows / groups*cols*size
+    rset = (b_rows if l2_rows is None else l2_rows) / groups*cols*size
     code = info.nnz + b_rows + info.m
     return Work(dram, l2, lds, 2.0*info.nnz, 0.0, instr, inflight, threads,
-                cols, groups, True, waits, rset, reread is not None, code)
+                cols, groups, True, waits, rset, reread is not None, code,
+                wave_paths=stack)
 
 
 def _work_cstream(kern):
@@ -392,8 +397,12 @@ def _work_cstream(kern):
 
 
 def _work_mblock(kern):
+    # with stack groups a block, a B row the block's groups share comes
+    # from L2 once a block (L1 after); a thread loads its own group's rows
     from gimmik.families.cstream_mblock import group_reads
-    return _stream_work(kern, group_reads(kern.A, kern.group_rows))
+    return _stream_work(kern, group_reads(kern.A, kern.group_rows),
+                        stack=kern.params.get('stack', 1),
+                        l2_rows=group_reads(kern.A, kern.block_rows))
 
 
 def _work_kparts(kern):

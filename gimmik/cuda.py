@@ -213,13 +213,16 @@ CANDIDATES = [
           'bigm stream beta0') for u in (32, 48, 64)],
     # the rows partitioned into groups of about 22 and 16 rows reading few
     # B rows together (analysis.partition_rows; offered as the shared
-    # groups, budgeted by PART_MAX_TERMS).  H100, n = 110080, the hex
-    # divergence of 343 rows (16 contiguous groups 0.80 of copy): 14-16
-    # such groups 0.90-0.91 timed alone, 0.88-0.89 in the walk
-    # (bench/results/pyfr-walk-h100-part22.csv); 8-12 spilled (40-48 rows
-    # a group), 24-32 groups 0.82-0.86
-    *[Row(f'mblock-p{r}', CstreamMblock, dict(width=1, part=r, ld='nc'),
-          'bigm stream beta0') for r in (22, 16)],
+    # groups, budgeted by PART_MAX_TERMS), two groups a block sharing
+    # their common B rows through L1 (stack).  H100, n = 110080, the hex
+    # divergence of 343 rows (16 contiguous groups 0.80 of copy): 16 such
+    # groups one a block 0.90, 0.88-0.89 in the walk
+    # (bench/results/pyfr-walk-h100-part22.csv), two a block 0.93 (one
+    # warp each, four a block: 0.49); 8-12 groups spilled (40-48 rows a
+    # group), 24-32 groups 0.82-0.86
+    *[Row(f'mblock-p{r}-x2', CstreamMblock,
+          dict(width=1, part=r, stack=2, ld='nc'), 'bigm stream beta0')
+      for r in (22, 16)],
     Row('ksplit2', CstreamKsplit, dict(ksplit=2), 'stream'),
     Row('ksplit4', CstreamKsplit, dict(ksplit=4), 'stream'),
     # k split into parts, partial sums crossing them in shared memory

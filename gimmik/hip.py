@@ -131,7 +131,10 @@ BIG_M = 64
 #   they share (analysis.shared_row_groups); `part`: groups of about 22
 #   and 16 rows cut to read few B rows together (analysis.partition_rows;
 #   on the CUDA twin 0.90-0.91 of copy on the hex divergence of 343 rows,
-#   where contiguous groups run at 0.80).
+#   where contiguous groups run at 0.80); one group a block, not CUDA's
+#   two (`stack`): the pair gains by L1 serving the B rows both read, and
+#   a CU's vector L1 (16 KB gfx90a, 32 KB gfx942) holds 16-32 of the ~270
+#   B rows of 128 columns such a pair reads (docs/design.md).
 # (bstream-warprows is not offered on HIP: at 16 waves a block, 128 VGPRs
 # a lane, it spilled on a p5-hex-m3-shaped operator, and its stores of
 # loads straight into LDS wait once every 1-3 loads.)

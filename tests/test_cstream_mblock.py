@@ -18,8 +18,9 @@ from gimmik import CUDAMatMul, HIPMatMul
 from gimmik.base import Candidate
 from gimmik.emulate import run_hip
 from gimmik.families import BATCH_LOADS
-from gimmik.families.cstream_mblock import (CstreamMblock, mblock_groups,
-                                            mblock_rows)
+from gimmik.families.cstream_mblock import (CstreamMblock, group_reads,
+                                            mblock_groups, mblock_rows,
+                                            stack_groups)
 from gimmik.plans import (balanced_row_groups, batched_live_values,
                           cstream_plan, load_batches, row_batches_wait_often)
 
@@ -194,9 +195,14 @@ def test_bstream_runs(rng):
 
 
 
-@pytest.mark.parametrize('params', [dict(width=1, shared=9),
-                                    dict(width=1, part=6)],
-                         ids=['shared', 'part'])
+# grouped rows: by shared B rows, partitioned, and two groups a block
+# (stack; an odd count of groups: the last block's second group is empty)
+GROUPED = [dict(width=1, shared=9), dict(width=1, part=6),
+           dict(width=1, part=6, stack=2), dict(width=2, groups=5, stack=2)]
+GROUPED_IDS = ['shared', 'part', 'part-stack2', 'groups5-w2-stack2']
+
+
+@pytest.mark.parametrize('params', GROUPED, ids=GROUPED_IDS)
 @pytest.mark.parametrize('platform,dtype,beta,baked', GPU_RUNS,
                          ids=lambda x: getattr(x, '__name__', str(x)))
 def test_shared_groups_emulated(rng, platform, dtype, beta, baked, params):
@@ -208,12 +214,11 @@ def test_shared_groups_emulated(rng, platform, dtype, beta, baked, params):
     p, meta = run_candidate(rng, platform, A, 'cstream-mblock', params,
                             dtype, beta, baked, n=131, aligne=2)
     p.check(f'{meta["variant"]} {np.dtype(dtype).name} beta={beta}')
-    assert meta['row_groups'] == len(mblock_rows(A, params))
+    stack = params.get('stack', 1)
+    assert meta['row_groups'] == -(-len(mblock_rows(A, params)) // stack)
 
 
-@pytest.mark.parametrize('params', [dict(width=1, shared=9),
-                                    dict(width=1, part=6)],
-                         ids=['shared', 'part'])
+@pytest.mark.parametrize('params', GROUPED, ids=GROUPED_IDS)
 @pytest.mark.parametrize('platform', ['hip', 'cuda'])
 def test_shared_groups_wrong_bake_is_caught(rng, platform, params):
     A = gradient_like(rng, 3)
@@ -229,6 +234,57 @@ def test_shared_groups_wrong_bake_is_caught(rng, platform, params):
                          mutate=mutate)
     with pytest.raises(AssertionError, match='relative error'):
         p.check('mutated')
+
+
+def test_stack_groups(rng):
+    """stack_groups: the same groups, each run of `stack` led by the first
+    group not yet placed, then the one sharing the most B rows with the
+    run; the block's geometry: stack times the streaming threads over
+    stream_threads columns, ceil(groups/stack) blocks a column tile; a
+    block's groups read fewer B rows from L2 together than apart."""
+    from gimmik.cost import work
+    A = gradient_like(rng, 4)
+    rows = mblock_rows(A, dict(part=8))
+    S = A != 0
+    for stack in (1, 2, 3):
+        got = stack_groups(A, rows, stack)
+        assert sorted(got) == sorted(rows)
+        for i in range(0, len(got), stack):
+            run = got[i:i + stack]
+            left = [g for g in rows if g not in got[:i]]
+            assert run[0] == left[0]
+            if len(run) > 1:
+                union = S[run[0]].any(axis=0)
+                best = max(int((S[g].any(axis=0) & union).sum())
+                           for g in left[1:])
+                assert int((S[run[1]].any(axis=0) & union).sum()) == best
+    # the pairing beats pairing neighbours on a gradient
+    pairs = stack_groups(A, rows, 2)
+    assert (group_reads(A, [pairs[i] + pairs[i + 1]
+                            for i in range(0, len(pairs) - 1, 2)])
+            < group_reads(A, [rows[i] + rows[i + 1]
+                              for i in range(0, len(rows) - 1, 2)]))
+    mm = CUDAMatMul(A, beta=0.0)
+    opts = {'compute_capability': (9, 0)}
+    one = mm.kernel(Candidate('cstream-mblock', dict(width=1, part=8),
+                              opts), np.float64)
+    two = mm.kernel(Candidate('cstream-mblock', dict(width=1, part=8,
+                                                     stack=2), opts),
+                    np.float64)
+    g1, g2 = one.geometry(), two.geometry()
+    assert g2.block[0] == 2*g1.block[0] == 2*mm.stream_threads(opts)
+    assert g2.cols_per_block == g1.block[0]
+    assert g2.row_groups == -(-len(rows) // 2)
+    assert two.block_rows == [two.group_rows[i] + two.group_rows[i + 1]
+                              for i in range(0, len(rows) - 1, 2)] + (
+        [two.group_rows[-1]] if len(rows) % 2 else [])
+    w1 = work(mm, Candidate('cstream-mblock', dict(width=1, part=8), opts),
+              np.float64)
+    w2 = work(mm, Candidate('cstream-mblock', dict(width=1, part=8,
+                                                   stack=2), opts),
+              np.float64)
+    assert w2.l2_bytes < w1.l2_bytes and w2.inflight == w1.inflight
+    assert w2.dram_bytes == w1.dram_bytes and w2.wave_paths == 2
 
 
 def test_shared_groups_plan_and_offer(rng):
@@ -332,7 +388,7 @@ def test_partitioned_groups_plan_and_offer(rng):
     # ... and not where a group's terms reuse its B rows more than
     # PART_MAX_REUSE times (rows of a few dense columns)
     from gimmik.cuda import PART_MAX_REUSE, _terms_bound
-    row = next(r for r in CUDA_CANDIDATES if r.id == 'mblock-p16')
+    row = next(r for r in CUDA_CANDIDATES if r.id == 'mblock-p16-x2')
     dense = np.kron(np.eye(8), rng.uniform(1.0, 2.0, (16, 12)))
     mm = CUDAMatMul(dense, **sizes)
     kern = mm.kernel(Candidate('cstream-mblock', row.params,
