@@ -140,7 +140,7 @@ class CstreamMblock(Family):
         width = self.params.get('width', 1)
         stack = self.params.get('stack', 1)
         return Geometry((threads*stack, 1, 1), 0, width,
-                        cols_per_block=threads*width,
+                        cols_per_block=threads*width if stack > 1 else None,
                         row_groups=-(-len(self.group_rows)//stack))
 
     def build_plan(self):
