@@ -3,6 +3,8 @@ for a small constant operator matrix A and wide panels B and C."""
 
 import importlib
 
+import numpy as np
+
 # PEP 440: the public part is the upstream GiMMiK API this package is a
 # drop-in for (what PyFR's `gimmik>=...` requirement is checked against);
 # the local label after '+' is this package's own release number.
@@ -46,7 +48,10 @@ def generate_mm(mat, dtype, platform, alpha=1.0, beta=0.0, funcn='gimmik_mm',
     A = check_matrix(mat, 'mat')
     if alpha == 0:
         raise ValueError('alpha is zero: the product alpha*mat is all zeros')
-    A = check_matrix(alpha*A, 'alpha*mat')
+    # an overflowing product is check_matrix's error to name, not a warning
+    with np.errstate(over='ignore'):
+        scaled = alpha*A
+    A = check_matrix(scaled, 'alpha*mat')
     gen = cls(A, beta=beta, n=n, ldb=ldb, ldc=ldc).kernels(dtype, kname=funcn)
     # The legacy call names no GPU architecture, so the families built on
     # one architecture's matrix instructions are passed over
