@@ -141,13 +141,18 @@ class CstreamMblock(Family):
         stack = self.params.get('stack', 1)
         return Geometry((threads*stack, 1, 1), 0, width,
                         cols_per_block=threads*width if stack > 1 else None,
-                        row_groups=-(-len(self.group_rows)//stack))
+                        row_groups=len(self.block_rows))
 
     def build_plan(self):
         return mblock_groups(self.A, self.group_rows, self.cstream_batches)
 
     def context(self):
-        return {'groups': self.plan, 'stack': self.params.get('stack', 1)}
+        # with stack > 1: `sets` blocks a column tile, each group of a block
+        # on `span` threads
+        stack = self.params.get('stack', 1)
+        return {'groups': self.plan, 'stack': stack,
+                'sets': len(self.block_rows),
+                'span': self.mm.stream_threads(self.opts)}
 
     def live_values(self):
         return max(plans.batched_live_values(batches)

@@ -6,8 +6,8 @@
 ## by batch (families/cstream_mblock.py): a batch loads the B rows its rows
 ## are the first to need and the old values of its crows of C (fenced off
 ## from what follows them: sched_fence), then computes its rows of C in
-## turn.  With stack > 1 a block runs `stack` groups, each on nthreads/stack
-## threads over the block's columns.
+## turn.  With stack > 1 a block runs `stack` groups (`sets` blocks a column
+## tile), each on `span` threads over the block's columns.
 <%def name="rows(g, w)">\
 <%
     rows, batches = groups[g]
@@ -26,10 +26,6 @@ ${self.finish(rows[row.i], 'col', w, ' + '.join(f'{lit(v)}*b{j}' for j, v in row
 % endfor
 </%def>
 ${self.prologue()}\
-<%
-    sets = -(-len(groups) // stack)
-    span = nthreads // stack
-%>\
 % if stack == 1:
     const int group = blockIdx.x % ${len(groups)};
     const int col = ${width}*((blockIdx.x / ${len(groups)})*blockDim.x + threadIdx.x);
