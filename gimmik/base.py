@@ -64,6 +64,36 @@ def feedback_runtime(feedback, variant):
     return None
 
 
+# Run-time n: the most blocks a grid of ceil(n/block[0]) (PyFR's HIP
+# launch) may hold per block a candidate needs; a candidate over it (two
+# columns a thread, one block a column tile) is not offered there.
+MAX_OVERLAUNCH = 1.1
+
+
+def resolve_launch(launch, n):
+    """The grid of a launch contract for n columns: each axis an int, or
+    {'div': d} (ceil(n/d) blocks) or {'div': d, 'mul': g} (g times that);
+    at least one block an axis."""
+    out = []
+    for ax in launch['grid']:
+        if isinstance(ax, Mapping):
+            if set(ax) - {'div', 'mul'} or 'div' not in ax:
+                raise ValueError(f'invalid launch axis {ax!r}')
+            ax = -(-int(n) // ax['div'])*ax.get('mul', 1)
+        out.append(max(1, int(ax)))
+    return tuple(out)
+
+
+def legacy_launch(meta):
+    """The launch contract of a meta written before meta['launch']."""
+    block = tuple(meta['block'])
+    cols = meta.get('cols_per_block') or block[0]*meta['width']
+    x = {'div': cols}
+    if meta.get('row_groups', 1) > 1:
+        x['mul'] = meta['row_groups']
+    return {'grid': (x, 1, 1), 'block': block}
+
+
 class Row:
     """One row of a platform's candidate table: `id`, unique in its table,
     is the name gimmik.order's rules place the row by; `family` its Family
@@ -231,8 +261,10 @@ class MatMul:
                              row.id)
             kern = self.kernel(cand, dtype)
             key = (cand.family, kern.kernel_key())
-            if (self.launch_fits(kern.geometry())
-                    and self.registers_fit(kern) and key not in keys):
+            geom = kern.geometry()
+            if (self.launch_fits(geom) and self.registers_fit(kern)
+                    and (self.baked_n or geom.overlaunch() <= MAX_OVERLAUNCH)
+                    and key not in keys):
                 out.append(cand)
                 keys.add(key)
         return out
@@ -315,8 +347,14 @@ class MatMul:
         if not self.launch_fits(geom):
             raise ValueError(f'{cand.variant} exceeds the launch limits')
 
+        # run-time n: a grid smaller than the contract's is walked in a
+        # loop over the tiles (gpu-base.mako, tiles_open)
+        walk = not self.baked_n and geom.walks_tiles()
         ctx = {'lit': lambda x: self.lit(x, dtype),
-               'zero_rows': set(self.info.zero_rows)}
+               'zero_rows': set(self.info.zero_rows),
+               'walk_tiles': walk, 'bid': 'vb' if walk else 'blockIdx.x',
+               'tile_cols': geom.tile_cols, 'tile_groups': geom.groups,
+               'tile_barrier': walk and shared > 0}
         ctx.update(self._platform_context(kern))
         ctx.update(kern.context())
         tpl = self._lookup.get_template(f'{cand.family}.mako')
@@ -339,19 +377,17 @@ class MatMul:
             meta['cols_per_block'] = geom.cols_per_block
         if geom.row_groups is not None:
             meta['row_groups'] = geom.row_groups
+        meta['launch'] = geom.launch()
         if self.baked_n:
             meta['grid'] = self.launch_config(meta, self.n)[0]
         return src, meta
 
     @staticmethod
     def launch_config(meta, n):
-        """(grid, block) for a candidate's meta and n columns: one block per
-        block[0]*width columns (or meta['cols_per_block']), times
-        meta['row_groups'] where the rows of C are split across blocks."""
-        block = tuple(meta['block'])
-        cols = meta.get('cols_per_block') or block[0]*meta['width']
-        groups = meta.get('row_groups', 1)
-        return (groups*max(1, -(-int(n) // cols)), 1, 1), block
+        """(grid, block) for a candidate's meta and n columns, from its
+        launch contract meta['launch'] (resolve_launch)."""
+        launch = meta.get('launch') or legacy_launch(meta)
+        return resolve_launch(launch, n), tuple(launch['block'])
 
     @staticmethod
     def _ctype(dtype):

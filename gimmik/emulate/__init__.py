@@ -17,6 +17,7 @@ kernel: the compiler's -fstack-usage report of its unit.
 import ctypes
 import hashlib
 import os
+import numbers
 import shlex
 import shutil
 import subprocess
@@ -211,32 +212,51 @@ def panel_sizes(meta, b, c):
     return n, ldb, ldc
 
 
-def launch(lib, meta, b, c, n, ldb, ldc):
-    """Run a compiled kernel over the launch grid of its meta."""
+def client_grid(grid):
+    """A grid a client computed: three ints >= 1 (TypeError/ValueError
+    naming it otherwise)."""
+    try:
+        grid = tuple(grid)
+    except TypeError:
+        raise TypeError(f'grid must be a tuple of 3 ints, not '
+                        f'{type(grid).__name__}') from None
+    if len(grid) != 3 or not all(isinstance(g, numbers.Integral)
+                                 and not isinstance(g, bool) for g in grid):
+        raise TypeError(f'grid must be a tuple of 3 ints, not {grid!r}')
+    if min(grid) < 1 or max(grid) > MAX_INT:
+        raise ValueError(f'grid {grid!r}: each axis must be in 1..{MAX_INT}')
+    return tuple(int(g) for g in grid)
+
+
+def launch(lib, meta, b, c, n, ldb, ldc, grid=None):
+    """Run a compiled kernel over `grid` (a client's, client_grid), by
+    default the grid of its meta's launch contract."""
     vals = {'n': n, 'ldb': ldb, 'ldc': ldc, 'b': b.ctypes.data,
             'c': c.ctypes.data}
     args = (ctypes.c_void_p*len(meta['args']))(
         *[vals[a] for a in meta['args']])
 
     from gimmik.base import MatMul
-    grid, block = MatMul.launch_config(meta, n)
-    grid = (ctypes.c_int*3)(*grid)
+    own, block = MatMul.launch_config(meta, n)
+    grid = (ctypes.c_int*3)(*(own if grid is None else client_grid(grid)))
     block = (ctypes.c_int*3)(*block)
     msg = ctypes.create_string_buffer(512)
     if lib.gimmik_emu_entry(args, grid, block, msg, len(msg)):
         raise EmulatorError(msg.value.decode())
 
 
-def run_hip(src, meta, b, c, *, kname=None):
+def run_hip(src, meta, b, c, *, kname=None, grid=None):
     """Run a generated HIP kernel on the CPU, updating c in place.
 
     b (k x n) and c (m x n) are 2-D arrays of the kernel's dtype with unit
     column stride; their row strides are ldb and ldc and n = c.shape[1].
+    grid: the grid a client launches (e.g. gimmik.pyfr's rules), by
+    default the meta's own (launch_config).
     """
     n, ldb, ldc = panel_sizes(meta, b, c)
     if kname is None:   # the name the kernel was generated with
         kname = meta.get('kname', 'gimmik_mm')
-    launch(compile_kernel(src, meta, kname), meta, b, c, n, ldb, ldc)
+    launch(compile_kernel(src, meta, kname), meta, b, c, n, ldb, ldc, grid)
 
 
 from gimmik.emulate.cuda import run_cuda  # noqa: E402,F401

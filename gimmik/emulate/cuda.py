@@ -12,11 +12,11 @@ _CXXFLAGS = ['-O1', '-std=c++20', '-pthread', '-shared', '-fPIC', '-w',
              '-Wl,-Bsymbolic', '-fno-strict-aliasing']
 
 
-def run_cuda(src, meta, b, c, *, kname=None):
-    """Run a generated CUDA kernel on the CPU, updating c in place; b, c
-    and the checks as for gimmik.emulate.run_hip."""
+def run_cuda(src, meta, b, c, *, kname=None, grid=None):
+    """Run a generated CUDA kernel on the CPU, updating c in place; b, c,
+    grid and the checks as for gimmik.emulate.run_hip."""
     n, ldb, ldc = panel_sizes(meta, b, c)
     if kname is None:
         kname = meta.get('kname', 'gimmik_mm')
     lib = compile_kernel(src, meta, kname, _SHIM, _CXXFLAGS, 'kernel.cu')
-    launch(lib, meta, b, c, n, ldb, ldc)
+    launch(lib, meta, b, c, n, ldb, ldc, grid)

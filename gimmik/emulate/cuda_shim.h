@@ -40,7 +40,7 @@ struct __align__(8) float2 { float x, y; };
 struct gimmik_emu_dim3 { unsigned x, y, z; };
 
 static thread_local gimmik_emu_dim3 threadIdx, blockIdx;
-static gimmik_emu_dim3 blockDim;
+static gimmik_emu_dim3 blockDim, gridDim;
 
 // One always-present shared variable, so the section exists.
 static double gimmik_emu_smem_anchor[1] __attribute__((section("gimmik_smem"),
@@ -178,6 +178,7 @@ static int launch(void (*kernel)(void**), void** args, const int* grid,
         if (!w.bar)
             w.bar = new std::barrier<>(32);
     blockDim = {(unsigned) block[0], (unsigned) block[1], (unsigned) block[2]};
+    gridDim = {(unsigned) grid[0], (unsigned) grid[1], (unsigned) grid[2]};
     for (int z = 0; z < grid[2]; ++z)
         for (int y = 0; y < grid[1]; ++y)
             for (int x = 0; x < grid[0]; ++x)

@@ -20,7 +20,7 @@ extern "C" void __sanitizer_finish_switch_fiber(void *, const void **, size_t *)
 
 struct gimmik_emu_dim3 { unsigned x, y, z; };
 
-static gimmik_emu_dim3 threadIdx, blockIdx, blockDim;
+static gimmik_emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 #define __global__
 #define __device__
@@ -274,6 +274,7 @@ static int launch(void (*k)(void **), void **args, const int grid[3],
     failed = 0;
     errmsg[0] = '\0';
     blockDim = {(unsigned) block[0], (unsigned) block[1], (unsigned) block[2]};
+    gridDim = {(unsigned) grid[0], (unsigned) grid[1], (unsigned) grid[2]};
     for (int z = 0; z < grid[2]; z++)
         for (int y = 0; y < grid[1]; y++)
             for (int x = 0; x < grid[0]; x++) {

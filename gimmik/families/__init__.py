@@ -119,6 +119,35 @@ class Geometry:
     cols_per_block: int = None
     row_groups: int = None
 
+    @property
+    def tile_cols(self):
+        """Columns of C one block computes."""
+        return self.cols_per_block or self.block[0]*self.width
+
+    @property
+    def groups(self):
+        """Blocks a column tile (row groups)."""
+        return self.row_groups or 1
+
+    def launch(self):
+        """The launch contract (meta['launch']): per grid axis an int or
+        {'div': d[, 'mul': g]}, ceil(n/d)*g blocks, and the block."""
+        x = {'div': self.tile_cols}
+        if self.groups > 1:
+            x['mul'] = self.groups
+        return {'grid': (x, 1, 1), 'block': tuple(self.block)}
+
+    def walks_tiles(self):
+        """Whether a grid of ceil(n/block[0]) blocks (PyFR's for run-time
+        n) can hold fewer blocks than the contract's: the kernel then walks
+        its tiles in a loop (gpu-base.mako, tiles_open)."""
+        return self.groups > 1 or self.tile_cols < self.block[0]
+
+    def overlaunch(self):
+        """Blocks of a ceil(n/block[0]) grid per block the contract needs,
+        for large n: above 1 the extra blocks only exit."""
+        return self.tile_cols/(self.groups*self.block[0])
+
 
 class Family:
     """One candidate of a family, bound to a generator (mm: the operator,

@@ -177,9 +177,10 @@ ${self.sched_fence()}\
 ${per_wave(sub, stores)}\
 </%def>
 ${self.prologue()}\
-    const int group = blockIdx.x % ${G};
+${self.tiles_open()}\
+    const int group = ${bid} % ${G};
     const int wave = ${self.wave_uniform('threadIdx.y')};
-    const int col = ${W}*((blockIdx.x / ${G})*blockDim.x + threadIdx.x);
+    const int col = ${W}*((${bid} / ${G})*blockDim.x + threadIdx.x);
 % if W == 1:
 % if n is None:
     if (n <= 0)
@@ -231,4 +232,5 @@ ${per_wave(sub, lambda y: finish_rows(g, y))}\
     }
 % endfor
     }
+${self.tiles_close()}\
 }

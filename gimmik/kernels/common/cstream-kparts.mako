@@ -64,7 +64,8 @@ ${self.finish(i, 'col', 1, None)}\
 % endfor
 </%def>
 ${self.prologue()}\
-    const int col = (blockIdx.x / ${len(rowgroups)})*blockDim.x + threadIdx.x;
+${self.tiles_open()}\
+    const int col = (${bid} / ${len(rowgroups)})*blockDim.x + threadIdx.x;
     const int warp = ${self.wave_uniform('threadIdx.y')};
 % if slots:
     __shared__ ${dtype} xs[${slots}][${block[0]}];
@@ -72,7 +73,7 @@ ${self.prologue()}\
 % if len(rowgroups) == 1:
 ${rowgroup(rowgroups[0])}\
 % else:
-    switch (blockIdx.x % ${len(rowgroups)})
+    switch (${bid} % ${len(rowgroups)})
     {
 % for r, blk in enumerate(rowgroups):
     case ${r}:
@@ -83,4 +84,5 @@ ${rowgroup(blk)}\
 % endfor
     }
 % endif
+${self.tiles_close()}\
 }

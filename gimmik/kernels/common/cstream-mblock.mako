@@ -26,12 +26,13 @@ ${self.finish(rows[row.i], 'col', w, ' + '.join(f'{lit(v)}*b{j}' for j, v in row
 % endfor
 </%def>
 ${self.prologue()}\
+${self.tiles_open()}\
 % if stack == 1:
-    const int group = blockIdx.x % ${len(groups)};
-    const int col = ${width}*((blockIdx.x / ${len(groups)})*blockDim.x + threadIdx.x);
+    const int group = ${bid} % ${len(groups)};
+    const int col = ${width}*((${bid} / ${len(groups)})*blockDim.x + threadIdx.x);
 % else:
-    const int group = (blockIdx.x % ${sets})*${stack} + threadIdx.x / ${span};
-    const int col = ${width}*((blockIdx.x / ${sets})*${span} + threadIdx.x % ${span});
+    const int group = (${bid} % ${sets})*${stack} + threadIdx.x / ${span};
+    const int col = ${width}*((${bid} / ${sets})*${span} + threadIdx.x % ${span});
 % endif
     switch (group)
     {
@@ -43,4 +44,5 @@ ${self.guarded(lambda w: rows(g, w), width)}\
     }
 % endfor
     }
+${self.tiles_close()}\
 }

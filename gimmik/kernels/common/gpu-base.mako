@@ -91,3 +91,27 @@ ${indent}}
     const int col = ${width}*(blockIdx.x*blockDim.x + threadIdx.x);
 ${self.guarded(self.columns, width, '    ')}\
 </%def>
+
+## Run-time n where a client's grid of ceil(n/block[0]) blocks can be
+## smaller than the launch contract's (walk_tiles: row groups, or tiles
+## narrower than block[0]): the block walks the contract's blocks vb from
+## blockIdx.x in steps of gridDim.x, so any grid leaves no tile undone.
+## Templates decode ${bid} (vb there, else blockIdx.x).
+<%def name="tiles_open()">\
+% if walk_tiles:
+    const long ntiles = ${tile_groups}L*((n + ${tile_cols - 1}L)/${tile_cols});
+    for (long vb = blockIdx.x; vb < ntiles; vb += gridDim.x)
+    {
+% endif
+</%def>
+
+## The walk's end; a barrier first where the block's shared memory is
+## written again by its next tile.
+<%def name="tiles_close()">\
+% if walk_tiles:
+% if tile_barrier:
+    __syncthreads();
+% endif
+    }
+% endif
+</%def>

@@ -474,11 +474,12 @@ ${self.prologue()}\
 % endif
 % endif
 % endfor
-    const int mb = blockIdx.x % ${P.nmb};
+${self.tiles_open()}\
+    const int mb = ${bid} % ${P.nmb};
 % if T == 1:
-    const int col0 = (blockIdx.x / ${P.nmb})*${BN};
+    const int col0 = (${bid} / ${P.nmb})*${BN};
 % else:
-    const int cb0 = (blockIdx.x / ${P.nmb})*${T*BN};
+    const int cb0 = (${bid} / ${P.nmb})*${T*BN};
 % endif
     const double* __restrict__ atab = ${kname}_atab + mb*${NSL*BM*BK};
 % if full:
@@ -541,4 +542,5 @@ ${init_acc()}
 ${kloop()}\
     }
 % endif
+${self.tiles_close()}\
 }

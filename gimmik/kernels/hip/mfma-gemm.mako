@@ -256,8 +256,9 @@ ${self.prologue()}\
     const int wave = __builtin_amdgcn_readfirstlane(threadIdx.y);
     const int wy = wave / ${P.nwaves}, wx = wave % ${P.nwaves};
     const int tid = 64*wave + lane;
-    const int mb = blockIdx.x % ${NMB};
-    const int col0 = (blockIdx.x / ${NMB})*${BN};
+${self.tiles_open()}\
+    const int mb = ${bid} % ${NMB};
+    const int col0 = (${bid} / ${NMB})*${BN};
     const double* __restrict__ atab = ${tab} + mb*${NSL*P.slot_size};
 % if full:
     const int nst = ${NST};
@@ -326,4 +327,5 @@ ${compute('buf')}\
     const int row0 = mb*${BM} + wy*${16*WM} + g;
     const int ccol = col0 + wx*${16*WN} + 2*t;
 ${epilogue()}\
+${self.tiles_close()}\
 }
