@@ -587,8 +587,7 @@ def run_one(dev, around, name, A, n, futs, upfut, ops, cc, args):
         up = timing.Timed(dev, panels, kname)
         up_results = upfut.result()
         up.add(up_results)
-        upmm = sys.modules['gimmik_up'].CUDAMatMul(
-            A, beta=beta, aligne=replay.pyfr_aligne(), n=n, ldb=n, ldc=n)
+        upmm = replay.up_mm(sys.modules['gimmik_up'], A, beta, n)
         up_srcs = iter([r.get('key') for r in up_results])
         upmm._render_kernel = lambda dtype, tplname, tplargs: next(up_srcs)
         up_walk = replay.replay_walk(
@@ -754,6 +753,10 @@ def main(argv=None):
                     help='no timing: write --out/--name.csv from these '
                     'runs (newest first), per (operator, n) the newest row '
                     "timed with today's offer (merge_runs)")
+    ap.add_argument('--runtime-n', action='store_true',
+                    help="both packages' kernels with n at run time, "
+                    "launched as PyFR main's HIP provider launches "
+                    '(ceil(n/block[0]) blocks; the CUDA twin of it)')
     ap.add_argument('--unsent', action='store_true',
                     help="also operators PyFR's CUDA backend sends to "
                     "cuBLAS (no generator runs on them in PyFR)")
@@ -763,6 +766,8 @@ def main(argv=None):
     except ValueError as e:
         ap.error(str(e))
     args.flush_cap = int(args.flush_cap_mib*2**20)
+    if args.runtime_n:      # before the pool: spawned workers inherit it
+        os.environ[replay.RUNTIME_N_ENV] = '1'
 
     t0 = time.time()
     ops = {}

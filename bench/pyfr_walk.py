@@ -62,9 +62,9 @@ if os.path.dirname(HERE) not in sys.path:
 
 from bench.upstream import load_upstream  # noqa: E402
 from bench.walk_replay import (Served, beta_of, kname_of, nvars_of,  # noqa
-                               ours_mm, pyfr_aligne, pyfr_nuq, pyfr_panel,
+                               ours_mm, pyfr_nuq, pyfr_panel,
                                pyfr_sends, replay_walk, split_name,
-                               walk_pick)
+                               up_mm, walk_pick)
 from bench.walk_report import (CAND_FIELDS, FIELDS, append,  # noqa: E402
                                cand_row, fmt, read_done, summarise)
 from bench.walk_timing import (Device, Panels, Timed,  # noqa: E402
@@ -276,8 +276,7 @@ def walk_upstream(A, beta, n, kname, up_results, up, cc):
     pool's results in order.  Returns (walk, keys of the walked)."""
     up.add(up_results)
     upmod = sys.modules['gimmik_up']
-    upmm = upmod.CUDAMatMul(A, beta=beta, aligne=pyfr_aligne(), n=n,
-                            ldb=n, ldc=n)
+    upmm = up_mm(upmod, A, beta, n)
     up_srcs = iter([r.get('key') for r in up_results])
     upmm._render_kernel = lambda dtype, tplname, tplargs: next(up_srcs)
     up_walk = replay_walk(

@@ -7,32 +7,28 @@ were rendered elsewhere (the timing pool of bench/pyfr_walk.py)."""
 
 import numpy as np
 
-# PyFR 3.1's provider constants
-PYFR_NKERNS = 8          # backend-cuda gimmik-nkerns
-PYFR_NBENCH = 5          # backend-cuda gimmik-nbench
-PYFR_NWARMUP = 1         # provider _benchmark
-PYFR_IFAC = 0.95         # backend autotune-ifac
-PYFR_ALIGNB = 128        # cuda backend alignb (bytes)
-PYFR_SOASZ = 32          # cuda backend soasz = csubsz
-PYFR_MAX_UNIQUE = 28     # dense filter (CUDA backend)
-PYFR_HIP_MAX_UNIQUE = 128  # the HIP backend's (rocBLAS beyond it)
-PYFR_MAX_DENSITY = 0.15
+from gimmik.pyfr import ALIGNB, IFAC, NWARMUP, PROTOCOLS, walk
+
+_CUDA = PROTOCOLS['3.1', 'cuda']
+
+# PyFR 3.1's provider constants (gimmik.pyfr)
+PYFR_NKERNS = _CUDA.nkerns     # backend-cuda gimmik-nkerns
+PYFR_NBENCH = _CUDA.nbench     # backend-cuda gimmik-nbench
+PYFR_NWARMUP = NWARMUP         # provider _benchmark
+PYFR_IFAC = IFAC               # backend autotune-ifac
+PYFR_ALIGNB = ALIGNB           # cuda backend alignb (bytes)
+PYFR_SOASZ = 32                # cuda backend soasz = csubsz
 PYFR_FLAGS = ('--ftz=true', '--fmad=true')
 
 
-def pyfr_sends(A, max_unique=PYFR_MAX_UNIQUE):
-    """Whether PyFR 3.1 hands A to the generator (else to the vendor
-    BLAS): it refuses A with more than max_unique distinct |values| (zero
-    included, as np.unique(np.abs(A)) counts it; 28 on CUDA) and more than
-    15 % non-zeros."""
-    A = np.asarray(A)
-    nnz, nuq = np.count_nonzero(A), len(np.unique(np.abs(A)))
-    return not (nuq > max_unique and nnz / A.size > PYFR_MAX_DENSITY)
+def pyfr_sends(A):
+    """Whether PyFR 3.1's CUDA backend hands A to the generator."""
+    return _CUDA.sends(A)
 
 
 def pyfr_hip_sends(A):
-    """pyfr_sends of PyFR's HIP backend (128 distinct |values|)."""
-    return pyfr_sends(A, PYFR_HIP_MAX_UNIQUE)
+    """Whether PyFR's HIP backend (3.1 and main alike) hands A over."""
+    return PROTOCOLS['main', 'hip'].sends(A)
 
 
 def pyfr_nuq(A):
@@ -65,31 +61,10 @@ def split_name(name):
 
 
 def replay_walk(kgen, time_candidate, nkerns=PYFR_NKERNS, ifac=PYFR_IFAC):
-    """PyFR 3.1's provider loop over a kernels() generator.
-
-    time_candidate(src, meta) returns the runtime in seconds, or (seconds,
-    attributes) with attributes a dict of registers, local_mem, shared_mem.
-    PyFR sends back {'runtime' (ms), 'registers', 'local_mem',
-    'shared_mem'}; a candidate becomes the pick only when it is faster than
-    ifac times the pick so far.  Returns a dict: seen, the list of
-    (variant, seconds) in the order offered; pick, the index into seen of
-    the kept candidate (None when nothing was offered)."""
-    kdata, seen, pick = None, [], None
-    try:
-        for _ in range(nkerns):
-            src, meta = kgen.send(kdata)
-            res = time_candidate(src, meta)
-            t, attrs = res if isinstance(res, tuple) else (res, {})
-            if pick is None or t < ifac*seen[pick][1]:
-                pick = len(seen)
-            seen.append((meta.get('variant', meta.get('tplname')), t))
-            kdata = {'runtime': t*1e3,
-                     'registers': attrs.get('registers'),
-                     'local_mem': attrs.get('local_mem'),
-                     'shared_mem': attrs.get('shared_mem')}
-    except StopIteration:
-        pass
-    return {'seen': seen, 'pick': pick}
+    """PyFR 3.1's CUDA provider loop over a kernels() generator
+    (gimmik.pyfr.walk): time_candidate(src, meta) returns seconds, or
+    (seconds, {registers, local_mem, shared_mem})."""
+    return walk(_CUDA, kgen, time_candidate, ifac=ifac, nkerns=nkerns)
 
 
 def walk_pick(walk):
@@ -99,10 +74,44 @@ def walk_pick(walk):
     return walk['seen'][walk['pick']]
 
 
+# GIMMIK_BENCH_RUNTIME_N=1: the replays build the generators with n at run
+# time and launch PyFR main's HIP grid, ceil(n/block[0]) (the CUDA twin of
+# PyFR main's HIP provider); read at each call, so spawned workers follow
+RUNTIME_N_ENV = 'GIMMIK_BENCH_RUNTIME_N'
+
+
+def runtime_n():
+    import os
+    return os.environ.get(RUNTIME_N_ENV) == '1'
+
+
 def ours_mm(A, beta, n):
-    """This package's generator as PyFR builds it for a panel of n."""
+    """This package's generator as PyFR builds it for a panel of n (n at
+    run time under runtime_n())."""
     from gimmik.cuda import CUDAMatMul
+    if runtime_n():
+        return CUDAMatMul(A, beta=beta, aligne=pyfr_aligne())
     return CUDAMatMul(A, beta=beta, aligne=pyfr_aligne(), n=n, ldb=n, ldc=n)
+
+
+def up_mm(up, A, beta, n):
+    """Upstream's CUDA generator, built as ours_mm builds ours."""
+    if runtime_n():
+        return up.CUDAMatMul(A, beta=beta, aligne=pyfr_aligne())
+    return up.CUDAMatMul(A, beta=beta, aligne=pyfr_aligne(), n=n, ldb=n,
+                         ldc=n)
+
+
+def launch_args(meta, b, c):
+    """(grid, block, args) a provider launches a candidate with on panels
+    b, c (ldb = ldc = n): meta['grid'] and (b, c) with n baked; PyFR
+    main's HIP grid and (n, b, ldb, c, ldc) at run time."""
+    block = tuple(meta['block'])
+    if 'n' not in meta['args']:
+        return tuple(meta['grid']), block, (b, c)
+    n = np.int32(c.shape[1])
+    grid, _ = PROTOCOLS['main', 'hip'].launch(meta, int(n))
+    return grid, block, (n, b, n, c, n)
 
 
 def kname_of(A):

@@ -10,7 +10,7 @@ import numpy as np
 
 from bench.upstream import load_upstream
 from bench.walk_replay import (PYFR_FLAGS, PYFR_NBENCH, PYFR_NWARMUP,
-                               kname_of, ours_mm, pyfr_aligne)
+                               kname_of, launch_args, ours_mm, up_mm)
 
 TOL = 1e-12              # per-row relative error against cuBLAS (f64)
 
@@ -66,7 +66,7 @@ def _task_up(up_path, A, beta, n, cc):
     """Render and compile every candidate of upstream's for (A, beta, n)
     (upstream's CUDA generator takes no notice of feedback)."""
     up = load_upstream(up_path)
-    mm = up.CUDAMatMul(A, beta=beta, aligne=pyfr_aligne(), n=n, ldb=n, ldc=n)
+    mm = up_mm(up, A, beta, n)
     gen = mm.kernels(np.float64, kname=kname_of(A), compute_capability=cc)
     items = []
     try:
@@ -122,8 +122,8 @@ class Device:
         return fn, attrs
 
     def launch(self, fn, meta, b, c):
-        fn(tuple(meta['grid']), tuple(meta['block']), (b, c), 0,
-           self.stream)
+        grid, block, args = launch_args(meta, b, c)
+        fn(grid, block, args, 0, self.stream)
 
     def copy_launch(self, nbytes):
         """A launch function of a device-to-device copy moving nbytes

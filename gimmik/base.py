@@ -94,6 +94,19 @@ def legacy_launch(meta):
     return {'grid': (x, 1, 1), 'block': block}
 
 
+def feedback_spilled(feedback):
+    """Whether send() feedback says the candidate spilled on the device:
+    'local_mem' (bytes of thread-local memory, PyFR's kern.local_mem) a
+    number > 0.  'registers' is not read: the register estimate already
+    keeps candidates within the register file, and a count near its top
+    only lowers occupancy, which the runtime the client measured shows."""
+    if not isinstance(feedback, Mapping):
+        return False
+    lm = feedback.get('local_mem')
+    return (isinstance(lm, numbers.Real) and not isinstance(lm, bool)
+            and lm > 0)
+
+
 class Row:
     """One row of a platform's candidate table: `id`, unique in its table,
     is the name gimmik.order's rules place the row by; `family` its Family
@@ -190,6 +203,8 @@ class MatMul:
     # template directory of the families shared with other platforms
     # (None: none), searched after the platform's own
     shared_templates = 'common'
+    # kernels launched over a grid a client may compute (MAX_OVERLAUNCH)
+    grid_launch = True
 
     def __init__(self, A, beta=0.0, aligne=None, n=None, ldb=None, ldc=None):
         self.A = check_matrix(A)
@@ -263,7 +278,8 @@ class MatMul:
             key = (cand.family, kern.kernel_key())
             geom = kern.geometry()
             if (self.launch_fits(geom) and self.registers_fit(kern)
-                    and (self.baked_n or geom.overlaunch() <= MAX_OVERLAUNCH)
+                    and (self.baked_n or not self.grid_launch
+                         or geom.overlaunch() <= MAX_OVERLAUNCH)
                     and key not in keys):
                 out.append(cand)
                 keys.add(key)
@@ -328,13 +344,20 @@ class MatMul:
     def _walk(self, cands, dtype, kname):
         best = math.inf
         family_best = {}
+        spilled = set()
         for cand in cands:
             fb = family_best.get(cand.family, math.inf)
-            if fb > PRUNE_FACTOR*best and fb != math.inf:
+            if cand.family in spilled or (fb > PRUNE_FACTOR*best
+                                          and fb != math.inf):
                 continue
 
             src, meta = self.render(cand, dtype, kname)
-            t = feedback_runtime((yield src, meta), meta['variant'])
+            feedback = yield src, meta
+            # a family that spilled on the client's device is not offered
+            # again: its next candidates are of the same register policy
+            if feedback_spilled(feedback):
+                spilled.add(cand.family)
+            t = feedback_runtime(feedback, meta['variant'])
             if t is not None:
                 best = min(best, t)
                 family_best[cand.family] = min(fb, t)

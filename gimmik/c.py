@@ -73,6 +73,7 @@ class CMatMul(MatMul):
 
     platform = 'c'
     shared_templates = None
+    grid_launch = False     # a function of n called by the client
     gate_names = GATES
 
     def _check_opts(self):

@@ -55,6 +55,19 @@ def rel_error(x, ref, scale=None):
     return float(err.max())
 
 
+def sentinel_array(shape, dtype, alignb=None):
+    """An array of SENTINEL whose data starts on a multiple of alignb
+    bytes (a kernel assuming aligned rows checks it)."""
+    if not alignb:
+        return np.full(shape, SENTINEL, dtype)
+    size = int(np.prod(shape))*np.dtype(dtype).itemsize
+    raw = np.empty(size + alignb, np.uint8)
+    off = -raw.ctypes.data % alignb
+    out = raw[off:off + size].view(dtype).reshape(shape)
+    out[...] = SENTINEL
+    return out
+
+
 class Panels:
     """B (k x n, row stride ldb) and C (m x n, row stride ldc) cut from
     larger arrays whose padding holds SENTINEL, plus the float64 reference
@@ -65,12 +78,12 @@ class Panels:
     SENTINEL = SENTINEL
 
     def __init__(self, rng, A, beta, dtype, n, ldb=None, ldc=None, b=None,
-                 c=None):
+                 c=None, alignb=None):
         m, k = A.shape
         ldb, ldc = ldb or n, ldc or n
         self.dtype, self.n, self.beta = dtype, n, beta
-        self.bfull = np.full((k, ldb), SENTINEL, dtype)
-        self.cfull = np.full((m, ldc), SENTINEL, dtype)
+        self.bfull = sentinel_array((k, ldb), dtype, alignb)
+        self.cfull = sentinel_array((m, ldc), dtype, alignb)
         self.bfull[:, :n] = rng.standard_normal((k, n)) if b is None else b
         self.cfull[:, :n] = rng.standard_normal((m, n)) if c is None else c
         self.b = self.bfull[:, :n]

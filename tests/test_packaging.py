@@ -285,3 +285,12 @@ def test_auto_warns_when_an_extra_hides_a_device(monkeypatch, tmp_path,
         assert f'platform {got.name} chosen' in said[0]
     else:
         assert said == []
+
+
+def test_setup_py_shim_reads_pyproject():
+    """`python setup.py --version` (tools that expect a setup.py) gives the
+    one version, read from the package through pyproject.toml."""
+    r = subprocess.run([sys.executable, 'setup.py', '--version'], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == gimmik.__version__

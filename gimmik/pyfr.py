@@ -1,0 +1,186 @@
+"""How PyFR drives a generator, as data: per PyFR release and backend, which
+operators it sends (its filter), how it builds the generator and calls
+kernels(), the kernel's arguments, the grid it launches and the feedback
+it sends back (pyfr/backends/<backend>/gimmik.py of PyFR 3.1 and of PyFR's
+main branch).  Tests, the replays in bench/ and the start-up cuts read
+these; nothing else keeps a copy.
+
+    proto = PROTOCOLS['main', 'hip']
+    if proto.sends(A):
+        mm = proto.generator(A, beta, aligne, n, ldb, ldc)
+        kgen = proto.kernels(mm, np.float64, 'gfx942:sramecc+:xnack-')
+        src, meta = kgen.send(None)
+        grid, block = proto.launch(meta, n)
+"""
+
+from dataclasses import dataclass
+import importlib
+
+import numpy as np
+
+from gimmik.base import MatMul
+
+# PyFR's backend-wide defaults (pyfr/backends/base/backend.py and the
+# backends' base.py)
+IFAC = 0.95          # autotune-ifac: a new pick must beat ifac x the pick
+NWARMUP = 1          # launches before the timed ones (provider _benchmark)
+ALIGNB = 128         # bytes a row of a panel is aligned to (CUDA, HIP, Metal)
+MS = 1e3             # feedback 'runtime' is in milliseconds (event timers)
+
+
+def _ceil_block_x(meta, n):
+    # pyfr.backends.hip.provider.get_grid_for_block(meta['block'], n)
+    block = tuple(meta['block'])
+    return (-(-int(n) // block[0]), 1, 1), block
+
+
+def _meta_grid(meta, n):
+    return tuple(meta['grid']), tuple(meta['block'])
+
+
+def _opencl_sizes(meta, n):
+    # OpenCL's global size counts work-items, not groups
+    gs, ls = tuple(meta['global_work_size']), tuple(meta['local_work_size'])
+    return tuple(g // l for g, l in zip(gs, ls)), ls
+
+
+def _metal_grid(meta, n):
+    return tuple(meta['grid']), tuple(meta['threadgroup'])
+
+
+# how a backend's provider turns a candidate's meta into (grid, block)
+LAUNCH_RULES = {
+    'ceil(n/block[0])': _ceil_block_x,
+    "meta['grid']": _meta_grid,
+    "meta['global_work_size']": _opencl_sizes,
+    "meta['grid'], meta['threadgroup']": _metal_grid,
+}
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One PyFR release's provider for one backend."""
+    release: str           # '3.1' or 'main'
+    backend: str           # 'cuda', 'hip', 'opencl' or 'metal'
+    cls: str               # the generator class PyFR imports from gimmik
+    baked_n: bool          # passes n, ldb, ldc to the constructor
+    kernels_keywords: tuple  # kernels() keywords besides dtype and kname
+    args: tuple            # the kernel's arguments, in order
+    launch_rule: str       # a key of LAUNCH_RULES
+    feedback_keys: tuple   # what send() gets back
+    nkerns: int            # candidates timed at most
+    nbench: int            # timed launches each
+    max_unique: int = None   # refuses A with > max_unique distinct |values|
+    max_density: float = 0.15  # ... and more than this share of non-zeros
+    max_nnz: int = None    # refuses A with more non-zeros (OpenCL, Metal)
+
+    @property
+    def name(self):
+        return f'pyfr-{self.release}-{self.backend}'
+
+    def sends(self, A):
+        """Whether PyFR hands A to the generator (else to the vendor
+        BLAS).  np.unique counts a zero among the |values|, as PyFR's
+        does."""
+        A = np.asarray(A)
+        nnz = np.count_nonzero(A)
+        if self.max_nnz is not None:
+            return nnz <= self.max_nnz
+        nuq = len(np.unique(np.abs(A)))
+        return not (nuq > self.max_unique
+                    and nnz / A.size > self.max_density)
+
+    def aligne(self, dtype):
+        """The aligne PyFR passes where both panels are aligned."""
+        return ALIGNB // np.dtype(dtype).itemsize
+
+    def generator(self, A, beta, aligne, n, ldb, ldc):
+        """The generator, built as PyFR builds it (A already alpha*A)."""
+        cls = getattr(importlib.import_module('gimmik'), self.cls)
+        if self.baked_n:
+            return cls(A, beta=beta, aligne=aligne, n=n, ldb=ldb, ldc=ldc)
+        return cls(A, beta=beta, aligne=aligne)
+
+    def kernels(self, mm, dtype, kname='gimmik_mm', arch=None,
+                warp_size=64, local_mem_size=64*1024):
+        """mm.kernels() with the keywords this provider passes: arch is
+        the HIP gcn_arch_name (e.g. 'gfx942:sramecc+:xnack-') or the CUDA
+        compute capability, as PyFR reads them from the device."""
+        values = {'gcn_arch': arch, 'warp_size': warp_size,
+                  'compute_capability': arch,
+                  'local_mem_size': local_mem_size}
+        return mm.kernels(dtype, kname=kname,
+                          **{k: values[k] for k in self.kernels_keywords})
+
+    def launch(self, meta, n):
+        """(grid, block) this provider launches a candidate with."""
+        return LAUNCH_RULES[self.launch_rule](meta, n)
+
+    def feedback(self, runtime, registers=0, local_mem=0, shared_mem=0):
+        """The dict PyFR sends back after timing a candidate."""
+        values = {'runtime': runtime, 'registers': registers,
+                  'local_mem': local_mem, 'shared_mem': shared_mem}
+        return {k: values[k] for k in self.feedback_keys}
+
+
+_GPU_FEEDBACK = ('runtime', 'registers', 'local_mem')
+
+PROTOCOLS = {(p.release, p.backend): p for p in (
+    Protocol('3.1', 'cuda', 'CUDAMatMul', True, ('compute_capability',),
+             ('b', 'c'), "meta['grid']", _GPU_FEEDBACK + ('shared_mem',),
+             8, 5, max_unique=28),
+    Protocol('3.1', 'hip', 'HIPMatMul', True, ('gcn_arch', 'warp_size'),
+             ('b', 'c'), "meta['grid']", _GPU_FEEDBACK, 8, 5,
+             max_unique=128),
+    Protocol('3.1', 'opencl', 'OpenCLMatMul', True, ('local_mem_size',),
+             ('b', 'c'), "meta['global_work_size']", ('runtime',), 8, 5,
+             max_nnz=2048),
+    Protocol('3.1', 'metal', 'MetalMatMul', True, (), ('b', 'c'),
+             "meta['grid'], meta['threadgroup']", ('runtime',), 18, 40,
+             max_nnz=2048),
+    Protocol('main', 'cuda', 'CUDAMatMul', True, ('compute_capability',),
+             ('b', 'c'), "meta['grid']", _GPU_FEEDBACK + ('shared_mem',),
+             8, 5, max_unique=28),
+    # n at run time, signature 'iPiPi', and its own grid (2026-03)
+    Protocol('main', 'hip', 'HIPMatMul', False, ('gcn_arch', 'warp_size'),
+             ('n', 'b', 'ldb', 'c', 'ldc'), 'ceil(n/block[0])',
+             _GPU_FEEDBACK, 8, 5, max_unique=128),
+    Protocol('main', 'opencl', 'OpenCLMatMul', True, ('local_mem_size',),
+             ('b', 'c'), "meta['global_work_size']", ('runtime',), 8, 5,
+             max_nnz=2048),
+    Protocol('main', 'metal', 'MetalMatMul', True, (), ('b', 'c'),
+             "meta['grid'], meta['threadgroup']", ('runtime',), 18, 40,
+             max_nnz=2048),
+)}
+
+# Our own launch rule (gimmik.base.MatMul.launch_config), beside PyFR's
+OURS = MatMul.launch_config
+
+
+def needed_blocks(meta, n):
+    """Blocks a candidate's launch contract needs for n columns."""
+    grid, _ = MatMul.launch_config(meta, n)
+    return grid[0]*grid[1]*grid[2]
+
+
+def walk(proto, kgen, time_candidate, ifac=IFAC, nkerns=None):
+    """PyFR's provider loop over a kernels() generator: at most
+    nkerns (default proto.nkerns) candidates, each timed by time_candidate(src, meta) ->
+    seconds or (seconds, {'registers', 'local_mem', 'shared_mem'}); a
+    candidate becomes the pick only when faster than ifac x the pick so
+    far; the feedback's runtime in milliseconds.  Returns {'seen':
+    [(variant, seconds)], 'pick': index or None}."""
+    kdata, seen, pick = None, [], None
+    try:
+        for _ in range(nkerns or proto.nkerns):
+            src, meta = kgen.send(kdata)
+            res = time_candidate(src, meta)
+            t, attrs = res if isinstance(res, tuple) else (res, {})
+            if pick is None or t < ifac*seen[pick][1]:
+                pick = len(seen)
+            seen.append((meta.get('variant', meta.get('tplname')), t))
+            kdata = proto.feedback(t*MS, **{k: v for k, v in attrs.items()
+                                             if v is not None})
+    except StopIteration:
+        pass
+    return {'seen': seen, 'pick': pick}
