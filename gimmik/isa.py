@@ -54,6 +54,10 @@ struct gimmik_isa_dim3 { unsigned x, y, z; };
     __builtin_amdgcn_workgroup_id_y(), __builtin_amdgcn_workgroup_id_z()})
 #define blockDim (gimmik_isa_dim3{__builtin_amdgcn_workgroup_size_x(), \\
     __builtin_amdgcn_workgroup_size_y(), __builtin_amdgcn_workgroup_size_z()})
+#define gridDim (gimmik_isa_dim3{ \
+    __builtin_amdgcn_grid_size_x() / __builtin_amdgcn_workgroup_size_x(), \
+    __builtin_amdgcn_grid_size_y() / __builtin_amdgcn_workgroup_size_y(), \
+    __builtin_amdgcn_grid_size_z() / __builtin_amdgcn_workgroup_size_z()})
 #define warpSize 64
 __device__ inline void __syncthreads()
 {
