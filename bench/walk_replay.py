@@ -90,8 +90,18 @@ def ours_mm(A, beta, n):
     run time under runtime_n())."""
     from gimmik.cuda import CUDAMatMul
     if runtime_n():
-        return CUDAMatMul(A, beta=beta, aligne=pyfr_aligne())
+        return twin_mm(A, beta)
     return CUDAMatMul(A, beta=beta, aligne=pyfr_aligne(), n=n, ldb=n, ldc=n)
+
+
+def twin_mm(A, beta):
+    """Our CUDA generator as the twin of PyFR main's HIP provider: n at
+    run time, its offer and order for a client that launches
+    ceil(n/block[0]) blocks (client_grid_x, HIP's)."""
+    from gimmik.cuda import CUDAMatMul
+    mm = CUDAMatMul(A, beta=beta, aligne=pyfr_aligne())
+    mm.client_grid_x = True
+    return mm
 
 
 def up_mm(up, A, beta, n):

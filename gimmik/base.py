@@ -203,8 +203,13 @@ class MatMul:
     # template directory of the families shared with other platforms
     # (None: none), searched after the platform's own
     shared_templates = 'common'
-    # kernels launched over a grid a client may compute (MAX_OVERLAUNCH)
+    # kernels launched over a grid a client may compute
     grid_launch = True
+    # with n at run time the platform's client (PyFR main's HIP provider)
+    # launches ceil(n/block[0]) x 1 x 1 blocks whatever the contract: the
+    # kernels walk their tiles, the offer keeps to MAX_OVERLAUNCH and the
+    # order counts those blocks (elsewhere the contract's grid is launched)
+    client_grid_x = False
 
     def __init__(self, A, beta=0.0, aligne=None, n=None, ldb=None, ldc=None):
         self.A = check_matrix(A)
@@ -278,7 +283,7 @@ class MatMul:
             key = (cand.family, kern.kernel_key())
             geom = kern.geometry()
             if (self.launch_fits(geom) and self.registers_fit(kern)
-                    and (self.baked_n or not self.grid_launch
+                    and (not self.runtime_client_grid
                          or geom.overlaunch() <= MAX_OVERLAUNCH)
                     and key not in keys):
                 out.append(cand)
@@ -314,6 +319,12 @@ class MatMul:
     @property
     def baked_n(self):
         return self.n is not None
+
+    @property
+    def runtime_client_grid(self):
+        """Whether a client launches ceil(n/block[0]) blocks (n at run time
+        on a platform whose client does: client_grid_x)."""
+        return not self.baked_n and self.grid_launch and self.client_grid_x
 
     @property
     def args(self):
@@ -370,9 +381,9 @@ class MatMul:
         if not self.launch_fits(geom):
             raise ValueError(f'{cand.variant} exceeds the launch limits')
 
-        # run-time n: a grid smaller than the contract's is walked in a
-        # loop over the tiles (gpu-base.mako, tiles_open)
-        walk = not self.baked_n and geom.walks_tiles()
+        # a client's grid smaller than the contract's (runtime_client_grid)
+        # is walked in a loop over the tiles (gpu-base.mako, tiles_open)
+        walk = self.runtime_client_grid and geom.walks_tiles()
         ctx = {'lit': lambda x: self.lit(x, dtype),
                'zero_rows': set(self.info.zero_rows),
                'walk_tiles': walk, 'bid': 'vb' if walk else 'blockIdx.x',

@@ -677,11 +677,13 @@ class Estimate:
     blocks_per_unit: int
 
 
-def estimate(w, facts, a, n, moved_bytes=None):
+def estimate(w, facts, a, n, moved_bytes=None, client_div=None):
     """The :class:`Estimate` of a candidate doing :class:`Work` w with
     :class:`Facts` facts on :class:`Arch` a for n columns.  moved_bytes:
     the least bytes the product must move (default w.dram_bytes*n), for
-    the copy fraction."""
+    the copy fraction.  client_div: the client launches ceil(n/client_div)
+    blocks whatever the contract (PyFR main's HIP grid; a block walks the
+    contract's blocks in turn), else the contract's grid."""
     if n <= 0:
         raise ValueError(f'n must be positive, not {n}')
     nblk_cols = -(-int(n) // max(1, w.cols_per_block))
@@ -689,7 +691,8 @@ def estimate(w, facts, a, n, moved_bytes=None):
     per_unit = resident_blocks(a, facts, w.block_threads)
     if per_unit == 0:
         return Estimate(math.inf, 0.0, 'does not fit', {}, 0)
-    concurrent = min(grid, per_unit*a.units)
+    launched = -(-int(n) // client_div) if client_div else grid
+    concurrent = min(grid, launched, per_unit*a.units)
     rounds = -(-grid // concurrent)
 
     # registers left for loads in flight cap what the plan would have out
@@ -798,7 +801,11 @@ def estimate_candidate(mm, cand, dtype, arch_name, n, facts=None):
         facts = plan_facts(mm, cand, dtype)
     w = work(mm, cand, dtype)
     size = np.dtype(dtype).itemsize
-    return estimate(w, facts, a, n, moved_bytes(mm.info, mm.beta, n, size))
+    # n at run time: the grid PyFR main's HIP provider launches
+    div = (mm.kernel(cand, dtype).geometry().block[0]
+           if mm.runtime_client_grid else None)
+    return estimate(w, facts, a, n, moved_bytes(mm.info, mm.beta, n, size),
+                    div)
 
 
 # -- the order ---------------------------------------------------------------

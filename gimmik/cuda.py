@@ -408,6 +408,14 @@ class CUDAMatMul(MatMul):
         if row.family is CstreamMblock and _grouped(params) and max(
                 _group_terms(self.A, params)) >= LONG_KERNEL_TERMS:
             return None
+        # where the tiles are walked in a loop (runtime_client_grid: the
+        # twin of PyFR main's HIP launch; gpu-base.mako, tiles_open), its
+        # live ranges spilled the mma-gemm tile held to 128 registers by a
+        # minimum of blocks (ptxas, sm_90: 72 bytes): no minimum there
+        # (the row then repeats the one without)
+        if (self.runtime_client_grid and 'blocks' in params
+                and row.family in (MmaGemm, CstreamKparts)):
+            params = {k: v for k, v in params.items() if k != 'blocks'}
         # evict-first B loads become plain ones on panels of many L2s
         # (PLAIN_B_MIN_VALUES)
         if (params.get('ld') == 'cs' and self.n is not None

@@ -263,6 +263,7 @@ check_table(CANDIDATES, GATES, 'hip', placed_rows('hip', CANDIDATES))
 class HIPMatMul(MatMul):
     platform = 'hip'
     gate_names = GATES
+    client_grid_x = True        # PyFR main (gimmik.pyfr)
 
     def _check_opts(self, gcn_arch='gfx942', warp_size=64):
         if not isinstance(gcn_arch, str) or not GFX_ARCH.match(gcn_arch):

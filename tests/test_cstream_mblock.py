@@ -18,7 +18,8 @@ from gimmik import CUDAMatMul, HIPMatMul
 from gimmik.base import Candidate
 from gimmik.emulate import run_hip
 from gimmik.families import BATCH_LOADS
-from gimmik.families.cstream_mblock import (CstreamMblock, group_reads,
+from gimmik.families.cstream_mblock import (RUNTIME_STACK, CstreamMblock,
+                                            group_reads,
                                             mblock_groups, mblock_rows,
                                             stack_groups)
 from gimmik.plans import (balanced_row_groups, batched_live_values,
@@ -272,8 +273,10 @@ def test_stack_groups(rng):
                                                      stack=2), opts),
                     np.float64)
     g1, g2 = one.geometry(), two.geometry()
-    assert g2.block[0] == 2*g1.block[0] == 2*mm.stream_threads(opts)
-    assert g2.cols_per_block == g1.block[0]
+    # a block's groups along y, over one column tile of block[0] threads
+    assert g1.block == (mm.stream_threads(opts), 1, 1)
+    assert g2.block == (mm.stream_threads(opts), 2, 1)
+    assert g2.tile_cols == g1.tile_cols == g1.block[0]
     assert g2.row_groups == -(-len(rows) // 2)
     assert two.block_rows == [two.group_rows[i] + two.group_rows[i + 1]
                               for i in range(0, len(rows) - 1, 2)] + (
@@ -304,7 +307,10 @@ def test_shared_groups_plan_and_offer(rng):
     assert kern.geometry().row_groups == len(groups)
     assert kern.plan == mblock_groups(grad, [list(g) for g in groups],
                                       kern.cstream_batches)
-    assert CstreamMblock.adapt(mm, params) == params
+    # n at run time PyFR main launches a block a column tile: the groups
+    # are stacked in blocks (RUNTIME_STACK)
+    assert CstreamMblock.adapt(mm, params) == dict(params,
+                                                   stack=RUNTIME_STACK)
 
     def reads(A, rows):
         return sum(int((A[list(g)] != 0).any(axis=0).sum()) for g in rows)
@@ -365,7 +371,8 @@ def test_partitioned_groups_plan_and_offer(rng):
     kern = mm.kernel(Candidate('cstream-mblock', params, OPTS), np.float64)
     groups = partition_rows(div, -(-div.shape[0] // 22))
     assert [rows for rows, _ in kern.plan] == [list(g) for g in groups]
-    assert CstreamMblock.adapt(mm, params) == params
+    assert CstreamMblock.adapt(mm, params) == dict(params,
+                                                   stack=RUNTIME_STACK)
 
     def offered(mm, **opts):
         return [c for c in mm.candidates(np.float64, **opts)

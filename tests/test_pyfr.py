@@ -66,11 +66,13 @@ def strides(n, aligne):
 
 def generator(proto, platform, A, beta, aligne, n, dtype=np.float64):
     """The protocol's generator for platform (the twin: CUDA at run-time
-    n, built with HIP's arguments)."""
+    n, built with HIP's arguments, offered for HIP's client grid)."""
     if platform == proto.backend:
         return proto.generator(A, beta, aligne, n, *strides(n, aligne))
     from gimmik import CUDAMatMul
-    return CUDAMatMul(A, beta=beta, aligne=aligne)
+    mm = CUDAMatMul(A, beta=beta, aligne=aligne)
+    mm.client_grid_x = True
+    return mm
 
 
 def offered(mm, platform, dtype, nkerns):

@@ -38,6 +38,14 @@ from gimmik.families import (FREE_REGISTER_ESTIMATE, MAX_REGISTERS,
 # divergence 0.7)
 SHARED_MAX_READS = 0.75
 
+# Groups a block where a client launches one block a column tile
+# (MatMul.runtime_client_grid: PyFR main's HIP provider, ceil(n/block[0]))
+# and a row stacks none: one group a block, the groups run in a block in
+# turn; stacked, `RUNTIME_STACK` of them run at once (CUDA twin, H200,
+# n = 110080: one group a block ran 1.03-1.43x its own grid's time,
+# bench/results/cuda-h200-grid-rules.csv)
+RUNTIME_STACK = 4
+
 
 def group_reads(A, rows):
     """B rows the row groups `rows` read in all (each group its used B
@@ -95,6 +103,8 @@ class CstreamMblock(Family):
 
     @classmethod
     def adapt(cls, mm, params):
+        if mm.runtime_client_grid and 'stack' not in params:
+            params = dict(params, stack=RUNTIME_STACK)
         # shared and partitioned groups: only where they read markedly
         # fewer B rows than contiguous groups of as many (SHARED_MAX_READS)
         if 'shared' not in params and 'part' not in params:
@@ -119,10 +129,15 @@ class CstreamMblock(Family):
         stack = self.params.get('stack', 1)
         return stack_groups(self.A, rows, stack) if stack > 1 else rows
 
+    @property
+    def stack(self):
+        """Groups a block (at most the groups there are)."""
+        return min(self.params.get('stack', 1), len(self.group_rows))
+
     @cached_property
     def block_rows(self):
         """[rows of A of each block's groups together]."""
-        stack = self.params.get('stack', 1)
+        stack = self.stack
         rows = self.group_rows
         return [sum(rows[i:i + stack], [])
                 for i in range(0, len(rows), stack)]
@@ -136,23 +151,20 @@ class CstreamMblock(Family):
                 tuple(map(tuple, self.group_rows)))
 
     def geometry(self):
+        # a stack's groups along y: block[0] threads over a column tile
         threads = self.mm.stream_threads(self.opts)
         width = self.params.get('width', 1)
-        stack = self.params.get('stack', 1)
-        return Geometry((threads*stack, 1, 1), 0, width,
-                        cols_per_block=threads*width if stack > 1 else None,
+        return Geometry((threads, self.stack, 1), 0, width,
                         row_groups=len(self.block_rows))
 
     def build_plan(self):
         return mblock_groups(self.A, self.group_rows, self.cstream_batches)
 
     def context(self):
-        # with stack > 1: `sets` blocks a column tile, each group of a block
-        # on `span` threads
-        stack = self.params.get('stack', 1)
-        return {'groups': self.plan, 'stack': stack,
-                'sets': len(self.block_rows),
-                'span': self.mm.stream_threads(self.opts)}
+        # with stack > 1: `sets` blocks a column tile, a block's groups
+        # along y
+        return {'groups': self.plan, 'stack': self.stack,
+                'sets': len(self.block_rows)}
 
     def live_values(self):
         return max(plans.batched_live_values(batches)

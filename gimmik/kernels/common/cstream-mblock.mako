@@ -7,7 +7,7 @@
 ## are the first to need and the old values of its crows of C (fenced off
 ## from what follows them: sched_fence), then computes its rows of C in
 ## turn.  With stack > 1 a block runs `stack` groups (`sets` blocks a column
-## tile), each on `span` threads over the block's columns.
+## tile), group threadIdx.y of its set on the block's columns.
 <%def name="rows(g, w)">\
 <%
     rows, batches = groups[g]
@@ -31,8 +31,8 @@ ${self.tiles_open()}\
     const int group = ${bid} % ${len(groups)};
     const int col = ${width}*((${bid} / ${len(groups)})*blockDim.x + threadIdx.x);
 % else:
-    const int group = (${bid} % ${sets})*${stack} + threadIdx.x / ${span};
-    const int col = ${width}*((${bid} / ${sets})*${span} + threadIdx.x % ${span});
+    const int group = (${bid} % ${sets})*${stack} + threadIdx.y;
+    const int col = ${width}*((${bid} / ${sets})*blockDim.x + threadIdx.x);
 % endif
     switch (group)
     {
