@@ -225,3 +225,12 @@ def test_compile_hip_rejects_kname(label, kname, exc):
     with raises_naming(exc, 'kname'):
         hiprtc.compile_hip('extern "C" __global__ void k() {}', 'gfx90a',
                            kname)
+
+
+def test_tile_walks_compile(lib):
+    """n at run time, the kernels that walk their tiles under PyFR main's
+    grid (a loop over blockIdx.x + k*gridDim.x) compile with hiprtc, as
+    PyFR's HIP backend compiles them."""
+    srcs = compile_all(lib, 'p5-quad-m6', 1.0, 'gfx90a')
+    walks = [s for s in srcs if 'vb += gridDim.x' in s]
+    assert len(walks) >= 2
