@@ -20,7 +20,10 @@ PLATFORMS = {
     'c': ('gimmik.c', 'CMatMul'),
 }
 
+# generators without a tuning runtime yet (source for their clients, e.g.
+# PyFR's OpenCL backend)
 _LAZY = {cls: mod for mod, cls in PLATFORMS.values()}
+_LAZY['OpenCLMatMul'] = 'gimmik.opencl'
 
 
 def __getattr__(name):
@@ -63,5 +66,5 @@ def generate_mm(mat, dtype, platform, alpha=1.0, beta=0.0, funcn='gimmik_mm',
     raise ValueError('no portable kernel for this operator')
 
 
-__all__ = ['HIPMatMul', 'CMatMul', 'CUDAMatMul', 'generate_mm',
+__all__ = ['HIPMatMul', 'CMatMul', 'CUDAMatMul', 'OpenCLMatMul', 'generate_mm',
            'matmul_class', 'PLATFORMS', '__version__']

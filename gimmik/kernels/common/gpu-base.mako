@@ -11,23 +11,34 @@ ${next.body()}
 
 ## Signature and prologue: defines n, ldbl and ldcl (row strides, 64-bit).
 <%def name="prologue()">\
-extern "C" __global__ ${self.kernel_attributes()}void __launch_bounds__(${self.launch_bounds()})
+${self.kernel_head()}
 % if n is not None:
-${kname}(const ${dtype}* __restrict__ b, ${dtype}* __restrict__ c)
+${kname}(${self.gq()}const ${dtype}* __restrict__ b, ${self.gq()}${dtype}* __restrict__ c)
 {
     const int n = ${n};
     const long ldbl = ${ldb}, ldcl = ${ldc};
 % else:
-${kname}(int n, const ${dtype}* __restrict__ b, int ldb,
-${' '*len(kname)} ${dtype}* __restrict__ c, int ldc)
+${kname}(int n, ${self.gq()}const ${dtype}* __restrict__ b, int ldb,
+${' '*len(kname)} ${self.gq()}${dtype}* __restrict__ c, int ldc)
 {
     const long ldbl = ldb, ldcl = ldc;
 % endif
 </%def>
 
+## The kernel's declaration up to its name (HIP and CUDA: an extern "C"
+## __global__ function with launch bounds).
+<%def name="kernel_head()" buffered="True">extern "C" __global__ ${self.kernel_attributes()}void __launch_bounds__(${self.launch_bounds()})</%def>
+
 ## Attributes of the kernel function before its return type (each with a
 ## trailing space); a platform's base may define them, none by default.
 <%def name="kernel_attributes()" buffered="True"></%def>
+
+## The address space of B and C pointers (with a trailing space; none on
+## HIP and CUDA).
+<%def name="gq()" buffered="True"></%def>
+
+## A w-column value of zeros.
+<%def name="zero(w)" buffered="True">${self.vt(w)}{}</%def>
 
 ## Lines no instruction is moved across (by the compiler's scheduler or by
 ## its hoisting of code common to the cases of a switch); a platform's base
@@ -40,7 +51,7 @@ ${' '*len(kname)} ${dtype}* __restrict__ c, int ldc)
 % if w == 1:
 (${a} + ${row}*${ld} + ${col})\
 % else:
-(${'const ' if a == 'b' else ''}${self.vt(2)}*)(${a} + ${row}*${ld} + ${col})\
+(${self.gq()}${'const ' if a == 'b' else ''}${self.vt(2)}*)(${a} + ${row}*${ld} + ${col})\
 % endif
 </%def>
 
@@ -53,7 +64,7 @@ ${' '*len(kname)} ${dtype}* __restrict__ c, int ldc)
     old = cold or self.load_c(i, col, w)
 %>\
 % if beta == 0:
-        ${self.store_c(i, col, w, acc if acc is not None else self.vt(w) + '{}')};
+        ${self.store_c(i, col, w, acc if acc is not None else self.zero(w))};
 % elif acc is None and beta == 1:
 % elif acc is None:
         ${self.store_c(i, col, w, betalit + '*' + old)};

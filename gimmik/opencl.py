@@ -1,0 +1,114 @@
+"""OpenCL generator: the streaming families through the shared GPU
+templates (kernels/opencl/base.mako spells them in OpenCL C), for any
+OpenCL device with the work-group sizes below (GPUs of every vendor,
+CPUs through PoCL); f64 needs the device's cl_khr_fp64.
+
+PyFR's OpenCL backend (3.1 and main, gimmik.pyfr) bakes n, ldb and ldc,
+passes its device's local memory size, builds kernel `kname` with the
+arguments (b, c) and launches meta['global_work_size'] work-items in
+groups of meta['local_work_size']."""
+
+import numbers
+
+import numpy as np
+
+from gimmik.base import MatMul, Row, check_table
+from gimmik.families.bstream import Bstream
+from gimmik.families.bstream_msplit import BstreamMsplit
+from gimmik.families.cstream import Cstream
+from gimmik.families.cstream_ksplit import CstreamKsplit
+from gimmik.families.cstream_mblock import CstreamMblock
+
+# Work-items a row of a work-group runs (the LDS-staged families' x
+# extent) and a streaming work-group's size
+WARP = 64
+STREAM_BLOCK = 128
+
+# Registers a work-item's values may take by the family's estimate: the
+# unrolled kernels keep their values in registers, and beyond this the
+# devices' compilers (255 registers on NVIDIA, 256 VGPRs on AMD) spill
+MAX_REGISTERS = 200
+
+# Local memory assumed where the client names none (most GPUs have 32-64
+# KiB a work-group)
+DEFAULT_LOCAL_MEM = 32*1024
+
+# The candidate table (gimmik.base.Row), offered in this order
+CANDIDATES = [
+    Row('cstream-w1', Cstream, dict(width=1)),
+    Row('bstream-w1', Bstream, dict(width=1)),
+    Row('msplit4-w1', BstreamMsplit, dict(width=1, msplit=4, bsz=16)),
+    Row('ksplit2', CstreamKsplit, dict(ksplit=2)),
+    Row('cstream-w2', Cstream, dict(width=2), 'w2'),
+    Row('msplit2-w2', BstreamMsplit, dict(width=2, msplit=2, bsz=16), 'w2'),
+    Row('bstream-w2', Bstream, dict(width=2), 'w2'),
+    Row('msplit2-w1', BstreamMsplit, dict(width=1, msplit=2, bsz=16)),
+    Row('ksplit4', CstreamKsplit, dict(ksplit=4)),
+    Row('ksplit2-preload', CstreamKsplit, dict(ksplit=2, preload_c=True),
+        'beta'),
+    # many rows: row groups across work-groups, a work-item's registers
+    # bounded by its group's rows
+    Row('mblock-g8', CstreamMblock, dict(width=1, groups=8), 'bigm'),
+    Row('mblock-g16', CstreamMblock, dict(width=1, groups=16), 'bigm'),
+    Row('mblock-g32', CstreamMblock, dict(width=1, groups=32), 'bigm'),
+]
+
+# Rows of A beyond which the row-group rows are offered (gate 'bigm')
+BIG_M = 64
+
+GATES = ('w2', 'beta', 'bigm')
+
+check_table(CANDIDATES, GATES, 'opencl')
+
+
+class OpenCLMatMul(MatMul):
+    """C = A*B + beta*C kernels in OpenCL C: ``kernels(dtype,
+    kname='gimmik_mm', local_mem_size=None)`` yields (src, meta)
+    candidates (meta['global_work_size'] and meta['local_work_size'] where
+    n is baked) and takes send() feedback."""
+
+    platform = 'opencl'
+    gate_names = GATES
+
+    def _check_opts(self, local_mem_size=None):
+        if local_mem_size is None:
+            local_mem_size = DEFAULT_LOCAL_MEM
+        if (isinstance(local_mem_size, bool)
+                or not isinstance(local_mem_size, numbers.Integral)
+                or local_mem_size < 0):
+            raise ValueError('local_mem_size must be a non-negative number '
+                             f'of bytes, not {local_mem_size!r}')
+        return {'local_mem_size': int(local_mem_size)}
+
+    def warp_size(self, opts):
+        return WARP
+
+    def stream_threads(self, opts):
+        return STREAM_BLOCK
+
+    def registers_fit(self, kern):
+        est = kern.registers()
+        return est is None or est <= MAX_REGISTERS
+
+    def _candidates(self, dtype, local_mem_size):
+        gates = {'w2': self.width2_ok(), 'beta': self.beta != 0,
+                 'bigm': self.info.m > BIG_M}
+        out = self._from_table(CANDIDATES, gates, dtype,
+                               {'local_mem_size': local_mem_size})
+        return [c for c in out
+                if self.kernel(c, dtype).geometry().shared <= local_mem_size]
+
+    def render(self, cand, dtype, kname='gimmik_mm'):
+        src, meta = super().render(cand, dtype, kname)
+        meta['local_mem_size'] = meta['shared']
+        if self.baked_n:
+            meta.update(self.work_sizes(meta, self.n))
+        return src, meta
+
+    @staticmethod
+    def work_sizes(meta, n):
+        """{'global_work_size', 'local_work_size'}: work-items of the
+        launch of meta's contract for n columns, and a group's."""
+        grid, block = MatMul.launch_config(meta, n)
+        return {'global_work_size': tuple(g*b for g, b in zip(grid, block)),
+                'local_work_size': tuple(block)}
