@@ -24,6 +24,11 @@ PLATFORMS = {
 # PyFR's OpenCL backend)
 _LAZY = {cls: mod for mod, cls in PLATFORMS.values()}
 _LAZY['OpenCLMatMul'] = 'gimmik.opencl'
+# upstream GiMMiK 4.0's other public names (gimmik.upstream_api)
+UPSTREAM_NAMES = ('COpenMPMatMul', 'ISPCMatMul', 'PTXMatMul', 'SIG_BC',
+                  'SIG_ABC', 'SIG_BDESC_C', 'SIG_BDESC_CDESC', 'SIGS',
+                  'OPERAND_BUFFER', 'OPERAND_TENSORMAP')
+_LAZY.update(dict.fromkeys(UPSTREAM_NAMES, 'gimmik.upstream_api'))
 
 
 def __getattr__(name):
@@ -67,4 +72,4 @@ def generate_mm(mat, dtype, platform, alpha=1.0, beta=0.0, funcn='gimmik_mm',
 
 
 __all__ = ['HIPMatMul', 'CMatMul', 'CUDAMatMul', 'OpenCLMatMul', 'generate_mm',
-           'matmul_class', 'PLATFORMS', '__version__']
+           'matmul_class', 'PLATFORMS', '__version__', *UPSTREAM_NAMES]

@@ -78,3 +78,36 @@ def test_generate_mm_rejects_funcn(label, kname, exc):
 def test_generate_mm_rejects_sizes(label, sizes, exc, arg):
     with raises_naming(exc, arg):
         _generate_mm()(GOOD_A, np.float64, 'hip', **sizes)
+
+
+def test_upstream_public_names(rng):
+    """Every public name of upstream GiMMiK 4.0 imports from gimmik: the
+    constants with upstream's values, COpenMPMatMul as the C platform
+    (its kernel runs on the C runtime), and the generators gimmik does not
+    offer raise NotImplementedError naming the one to use."""
+    import ctypes
+
+    import gimmik
+    from conftest import Panels
+    from gimmik.runtime import get_runtime
+    names = ('CUDAMatMul', 'HIPMatMul', 'OpenCLMatMul', 'CMatMul',
+             'COpenMPMatMul', 'ISPCMatMul', 'PTXMatMul', 'SIG_BC', 'SIG_ABC',
+             'SIG_BDESC_C', 'SIG_BDESC_CDESC', 'SIGS', 'OPERAND_BUFFER',
+             'OPERAND_TENSORMAP')
+    for name in names:
+        assert getattr(gimmik, name) is not None, name
+    assert gimmik.SIG_BC in gimmik.SIGS and len(gimmik.SIGS) == 4
+    A = rng.standard_normal((6, 4))
+    src, meta = next(iter(gimmik.COpenMPMatMul(A, beta=1.0).kernels(
+        np.float64, kname='gimmik_mm_omp')))
+    fn = getattr(get_runtime('c').build(src, 'gimmik_mm_omp'), 'gimmik_mm_omp')
+    fn.restype = None
+    fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                   ctypes.c_void_p, ctypes.c_int]
+    p = Panels(rng, A, 1.0, np.float64, 37, 40, 41)
+    fn(37, p.b.ctypes.data, 40, p.c.ctypes.data, 41)
+    p.check('COpenMPMatMul')
+    for cls, alt in ((gimmik.PTXMatMul, 'CUDAMatMul'),
+                     (gimmik.ISPCMatMul, 'CMatMul')):
+        with pytest.raises(NotImplementedError, match=alt):
+            cls(A)
