@@ -24,6 +24,7 @@ PLATFORMS = {
 # PyFR's OpenCL backend)
 _LAZY = {cls: mod for mod, cls in PLATFORMS.values()}
 _LAZY['OpenCLMatMul'] = 'gimmik.opencl'
+_LAZY['MetalMatMul'] = 'gimmik.metal'
 # upstream GiMMiK 4.0's other public names (gimmik.upstream_api)
 UPSTREAM_NAMES = ('COpenMPMatMul', 'ISPCMatMul', 'PTXMatMul', 'SIG_BC',
                   'SIG_ABC', 'SIG_BDESC_C', 'SIG_BDESC_CDESC', 'SIGS',
@@ -71,5 +72,6 @@ def generate_mm(mat, dtype, platform, alpha=1.0, beta=0.0, funcn='gimmik_mm',
     raise ValueError('no portable kernel for this operator')
 
 
-__all__ = ['HIPMatMul', 'CMatMul', 'CUDAMatMul', 'OpenCLMatMul', 'generate_mm',
+__all__ = ['HIPMatMul', 'CMatMul', 'CUDAMatMul', 'OpenCLMatMul', 'MetalMatMul',
+           'generate_mm',
            'matmul_class', 'PLATFORMS', '__version__', *UPSTREAM_NAMES]

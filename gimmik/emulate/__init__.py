@@ -49,7 +49,7 @@ def asan_enabled():
 _ARG_CTYPES = {'n': 'int', 'ldb': 'int', 'ldc': 'int'}
 
 
-def _trampoline(meta, kname):
+def _trampoline(meta, kname, extra_args=()):
     ctype = 'float' if meta['dtype'] == 'float32' else 'double'
     conv = []
     for i, a in enumerate(meta['args']):
@@ -61,13 +61,14 @@ def _trampoline(meta, kname):
             conv.append(f'({ctype}*)a[{i}]')
         else:
             raise ValueError(f'unknown kernel argument {a!r}')
+    conv.extend(extra_args)
     return (f'\nstatic void gimmik_emu_call(void **a)\n'
             f'{{\n    {kname}({", ".join(conv)});\n}}\n'
             f'GIMMIK_EMU_ENTRY(gimmik_emu_call)\n')
 
 
 def compile_kernel(src, meta, kname='gimmik_mm', shim_path=_SHIM,
-                   cxxflags=_CXXFLAGS, unit_name='kernel.hip'):
+                   cxxflags=_CXXFLAGS, unit_name='kernel.hip', extra_args=()):
     """Compile a source for the executor against a shim (by default HIP's);
     returns the loaded library.  The host compiler is $CXX (default g++; a
     command line such as 'ccache g++' is split as a shell would); the
@@ -78,7 +79,7 @@ def compile_kernel(src, meta, kname='gimmik_mm', shim_path=_SHIM,
         shim = f.read()
     cxx = host_compiler()
     flags = list(cxxflags) + (_ASAN_FLAGS if asan_enabled() else [])
-    unit = src + _trampoline(meta, kname)
+    unit = src + _trampoline(meta, kname, extra_args)
     key = hashlib.sha256('\0'.join([shim, unit, tool_identity(tuple(cxx)),
                                     *cxx, *flags])
                          .encode()).hexdigest()[:24]
@@ -260,3 +261,4 @@ def run_hip(src, meta, b, c, *, kname=None, grid=None):
 
 
 from gimmik.emulate.cuda import run_cuda  # noqa: E402,F401
+from gimmik.emulate.metal import run_metal  # noqa: E402,F401

@@ -105,7 +105,8 @@ FREE_REGISTER_ESTIMATE = 64
 # rows, whatever beta, and C's old values in runs of this many: one B row
 # at a time it waited for each (p4-pri-m3, beta 1: 165 full waits on 180
 # loads, 1 in runs, at 156 to 256 VGPRs, 3 waves to 1).
-BATCH_LOADS = {'hip': 8, 'cuda': None, 'c': None, 'opencl': None}
+BATCH_LOADS = {'hip': 8, 'cuda': None, 'c': None, 'opencl': None,
+               'metal': None}
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ ${next.body()}
 <%def name="prologue()">\
 ${self.kernel_head()}
 % if n is not None:
-${kname}(${self.gq()}const ${dtype}* __restrict__ b, ${self.gq()}${dtype}* __restrict__ c)
+${kname}(${self.gq()}const ${dtype}* __restrict__ b${self.arg_attr(0)}, ${self.gq()}${dtype}* __restrict__ c${self.arg_attr(1)}${self.extra_params()})
 {
     const int n = ${n};
     const long ldbl = ${ldb}, ldcl = ${ldc};
@@ -36,6 +36,11 @@ ${' '*len(kname)} ${self.gq()}${dtype}* __restrict__ c, int ldc)
 ## The address space of B and C pointers (with a trailing space; none on
 ## HIP and CUDA).
 <%def name="gq()" buffered="True"></%def>
+
+## What follows a pointer argument's name (its binding; none on HIP and
+## CUDA), and parameters after C (none on HIP and CUDA).
+<%def name="arg_attr(i)" buffered="True"></%def>
+<%def name="extra_params()" buffered="True"></%def>
 
 ## A w-column value of zeros.
 <%def name="zero(w)" buffered="True">${self.vt(w)}{}</%def>

@@ -1,0 +1,65 @@
+"""Metal generator for Apple GPUs: f32 (Apple GPUs have no f64), the
+streaming families of the OpenCL table in the Metal Shading Language
+through the shared GPU templates (kernels/metal/base.mako), n baked.
+
+PyFR's Metal backend (3.1 and main, gimmik.pyfr) passes n, ldb and ldc,
+binds B and C to buffers 0 and 1 and dispatches meta['grid'] threadgroups
+of meta['threadgroup'] threads.  No Apple GPU is reachable here: the
+sources are run by the CPU executor (gimmik.emulate.run_metal)."""
+
+import numpy as np
+
+from gimmik.base import MatMul
+from gimmik.opencl import BIG_M, CANDIDATES, GATES, MAX_REGISTERS
+
+# Threadgroup memory a kernel may use (Apple GPUs: 32 KiB)
+MAX_TGMEM = 32*1024
+
+# Threads of an LDS-staged family's row and of a streaming threadgroup
+WARP = 32
+STREAM_BLOCK = 128
+
+
+class MetalMatMul(MatMul):
+    """C = A*B + beta*C kernels in the Metal Shading Language, f32, n, ldb
+    and ldc baked: ``kernels(np.float32, kname='gimmik_mm')`` yields (src,
+    meta) with meta['grid'] (threadgroups) and meta['threadgroup']."""
+
+    platform = 'metal'
+    gate_names = GATES
+    max_shared = MAX_TGMEM
+
+    def __init__(self, A, beta=0.0, aligne=None, n=None, ldb=None,
+                 ldc=None):
+        super().__init__(A, beta=beta, aligne=aligne, n=n, ldb=ldb, ldc=ldc)
+        if self.n is None:
+            raise ValueError('MetalMatMul needs n, ldb and ldc: its kernels '
+                             'take only the buffers B and C')
+
+    def _check_opts(self):
+        return {}
+
+    def warp_size(self, opts):
+        return WARP
+
+    def stream_threads(self, opts):
+        return STREAM_BLOCK
+
+    def registers_fit(self, kern):
+        est = kern.registers()
+        return est is None or est <= MAX_REGISTERS
+
+    def _candidates(self, dtype):
+        if dtype != np.float32:
+            raise ValueError(f'MetalMatMul generates float32 kernels only '
+                             f'(Apple GPUs have no float64), not '
+                             f'{np.dtype(dtype).name}')
+        gates = {'w2': self.width2_ok(), 'beta': self.beta != 0,
+                 'bigm': self.info.m > BIG_M}
+        return self._from_table(CANDIDATES, gates, dtype)
+
+    def render(self, cand, dtype, kname='gimmik_mm'):
+        src, meta = super().render(cand, dtype, kname)
+        meta['threadgroup'] = meta['block']
+        meta['threadgroup_mem_size'] = meta['shared']
+        return src, meta
