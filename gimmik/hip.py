@@ -224,10 +224,20 @@ CANDIDATES = [
     Row('msplit2-w1-preload', BstreamMsplit,
         dict(width=1, msplit=2, bsz=16, ntload=False, preload_c=True),
         'beta'),
+    # where no two-column candidate is offered (gate 'w1only': odd aligne,
+    # or n at run time under PyFR main's grid, MAX_OVERLAUNCH) the m-split
+    # in the depths and load kinds the two-column rows had
+    Row('msplit8-w1', BstreamMsplit,
+        dict(width=1, msplit=8, bsz=16, ntload=True), 'w1only'),
+    Row('msplit4-w1-nt', BstreamMsplit,
+        dict(width=1, msplit=4, bsz=16, ntload=True), 'w1only'),
+    Row('msplit2-w1-bsz8', BstreamMsplit,
+        dict(width=1, msplit=2, bsz=8, ntload=True), 'w1only'),
     *BOUNDED_ROWS,
 ]
 
-GATES = ('w2', 'scalar', 'beta', 'mfma', 'mfmasparse', 'gemm', 'bigm')
+GATES = ('w2', 'scalar', 'w1only', 'beta', 'mfma', 'mfmasparse', 'gemm',
+         'bigm')
 
 
 def _gates(mm, dtype, arch, warp_size=64):
@@ -235,6 +245,7 @@ def _gates(mm, dtype, arch, warp_size=64):
     return {
         'w2': mm.width2_ok(),
         'scalar': not mm.width2_ok(),
+        'w1only': not mm.width2_ok() or mm.runtime_client_grid,
         'beta': mm.beta != 0,
         'mfma': mfma_ok(mm.info, dtype, arch, warp_size),
         'mfmasparse': (mfma_arch_ok(dtype, arch, warp_size)
