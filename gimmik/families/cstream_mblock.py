@@ -42,9 +42,11 @@ SHARED_MAX_READS = 0.75
 # (MatMul.runtime_client_grid: PyFR main's HIP provider, ceil(n/block[0]))
 # and a row stacks none: one group a block, the groups run in a block in
 # turn; stacked, `RUNTIME_STACK` of them run at once (CUDA twin, H200,
-# n = 110080: one group a block ran 1.03-1.43x its own grid's time,
-# bench/results/cuda-h200-grid-rules.csv)
-RUNTIME_STACK = 4
+# n = 110080: one group a block ran 1.03-1.43x its own grid's time, four
+# 0.96-1.10x, bench/results/cuda-h200-grid-rules*.csv).  Two on HIP: a
+# block of more than 4 waves gets half a lane's VGPRs, and clang-19
+# spilled four (shared64 of p7-hex-m460: 256 VGPRs, 28 bytes of scratch)
+RUNTIME_STACK = 2
 
 
 def group_reads(A, rows):

@@ -31,7 +31,7 @@ ${self.tiles_open()}\
     const int group = ${bid} % ${len(groups)};
     const int col = ${width}*((${bid} / ${len(groups)})*blockDim.x + threadIdx.x);
 % else:
-    const int group = (${bid} % ${sets})*${stack} + threadIdx.y;
+    const int group = (${bid} % ${sets})*${stack} + ${self.wave_uniform('threadIdx.y')};
     const int col = ${width}*((${bid} / ${sets})*blockDim.x + threadIdx.x);
 % endif
     switch (group)
