@@ -16,13 +16,14 @@ ${' '*len(kname)}  ${dtype}* restrict c, int ldc)
 {
     const long ldbl = ldb, ldcl = ldc;
 % endif
-    const int nblocks = (n + ${width - 1}) / ${width};
+    // in 64 bits: n + ${width - 1} (and c0 + ${width}) overflow an int for n near 2**31
+    const long nblocks = (n + ${width - 1}L) / ${width};
 
     #pragma omp parallel for schedule(static)
-    for (int q = 0; q < nblocks; q++)
+    for (long q = 0; q < nblocks; q++)
     {
-        const int c0 = q*${width};
-        const int c1 = (c0 + ${width} < n) ? c0 + ${width} : n;
+        const int c0 = (int) (q*${width});
+        const int c1 = (n - c0 > ${width}) ? c0 + ${width} : n;
 ${next.body()}\
     }
 }

@@ -112,7 +112,7 @@ ${self.finish('i', 's0 + w', 'acc[r][w]')}\
         for (int g = 0; g < ${G}; g++)
         {
             int s0 = c0;
-            for (; s0 + ${vw} <= c1; s0 += ${vw})
+            for (; c1 - s0 >= ${vw}; s0 += ${vw})   // s0 + ${vw} may overflow
                 ${p}_tile(&bp[0][s0 - c0], c, ldcl, g, s0);
             if (s0 < c1)
                 ${p}_tail(&bp[0][s0 - c0], c, ldcl, g, s0, c1 - s0);
