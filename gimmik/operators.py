@@ -14,10 +14,13 @@ the upstream GiMMiK benchmark layout ``p{p}/{ele}/{mat}-sp.mtx`` is named
 ``p{p}-{ele}-{mat}`` like the npz keys.
 """
 
+import contextlib
 import fnmatch
 import json
 import os
 import re
+import zipfile
+import zlib
 
 import numpy as np
 
@@ -218,13 +221,28 @@ def write_mtx(path, A, comment=None):
 
 
 # -- npz ------------------------------------------------------------------
+@contextlib.contextmanager
+def _open_npz(path):
+    """np.load of an .npz archive; an archive that cannot be read (cut
+    short, damaged, not a zip file) is a ValueError naming it, wherever the
+    damage shows (opening it or reading a member)."""
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            yield f
+    except OperatorNameError:
+        raise
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError) as e:
+        raise ValueError(f'{path}: not a readable .npz archive (cut short '
+                         f'or damaged?): {e}') from e
+
+
 def _npz_keys(path):
-    with np.load(path, allow_pickle=False) as f:
+    with _open_npz(path) as f:
         return [k for k in f.files if k not in _META_KEYS]
 
 
 def _npz_get(path, key):
-    with np.load(path, allow_pickle=False) as f:
+    with _open_npz(path) as f:
         if key not in f.files or key in _META_KEYS:
             keys = [k for k in f.files if k not in _META_KEYS]
             close = fnmatch.filter(keys, f'*{key}*')[:5]
@@ -237,7 +255,7 @@ def _npz_get(path, key):
 def provenance(path=None):
     """The provenance dict stored in a suite .npz (empty if none)."""
     path = path or default_suite_path()
-    with np.load(path, allow_pickle=False) as f:
+    with _open_npz(path) as f:
         if 'provenance' not in f.files:
             return {}
         return json.loads(str(f['provenance']))

@@ -63,7 +63,10 @@ ENVIRONMENT_ERRORS = (
     'No space left on device', 'Disk quota exceeded',
     'Read-only file system', 'Permission denied', 'Cannot allocate memory',
     'Too many open files', 'cannot execute', 'error trying to exec',
-    'cannot find', 'signal terminated program')
+    'cannot find', 'signal terminated program',
+    # GCC's cc1 (`out of memory allocating N bytes`, `virtual memory
+    # exhausted`), LLVM's `out of memory`, a device's allocation failure
+    'out of memory', 'memory exhausted')
 
 # Host memory the tuner may allocate for its panels, references and buffer
 # sets, as a fraction of the machine's physical memory
@@ -208,8 +211,8 @@ def environmental(exc):
     log) names one of ENVIRONMENT_ERRORS."""
     if isinstance(exc, OSError):
         return True
-    text = str(exc)
-    return any(marker in text for marker in ENVIRONMENT_ERRORS)
+    text = str(exc).lower()
+    return any(marker.lower() in text for marker in ENVIRONMENT_ERRORS)
 
 
 def _check_panel(x, name, rows, n, dtype):

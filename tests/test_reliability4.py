@@ -175,3 +175,66 @@ def test_1_c_kernels_walk_every_block_at_n_near_2_31(harness, tmp_path, rng,
             tol = 1e-13 if dtype == np.float64 else 1e-5
             assert np.isfinite(C).all(), what
             assert np.abs(C - want).max() <= tol*np.abs(want).max(), what
+
+
+# -- 5: the compiler running out of memory ----------------------------------
+def test_5_compiler_out_of_memory_is_a_machine_fault(tmp_path, cache_dir):
+    """A compiler that runs out of memory on the unrolled candidates (GCC's
+    `cc1: out of memory allocating N bytes`) while the others build: no
+    verdict, nothing cached."""
+    from gimmik.errors import EnvironmentFault
+    from gimmik.tune import tune
+    cc = tmp_path / 'cc'
+    real = CRuntime().cc_argv[0]
+    cc.write_text(textwrap.dedent(f'''\
+        #!/bin/sh
+        for a in "$@"; do
+            case "$a" in *.c) src="$a";; esac
+        done
+        if [ -n "$src" ] && grep -q 'gimmik cstream' "$src"; then
+            echo "cc1: out of memory allocating 1073741824 bytes after a \\
+        total of 2155823104 bytes" >&2
+            exit 1
+        fi
+        exec {real} "$@"
+        '''))
+    cc.chmod(0o755)
+    rt = CRuntime(cc=str(cc))
+    with pytest.raises(EnvironmentFault, match='out of memory'):
+        tune(np.array([[1.0, 0.0, 2.0], [0.0, -1.0, 0.5]]), n=300,
+             runtime=rt)
+    assert not list((cache_dir / 'tune').glob('*.json'))
+
+
+# -- 7: a damaged .npz --------------------------------------------------------
+def _npz(tmp_path, compressed):
+    rng = np.random.default_rng(7)
+    path = tmp_path / 'ops.npz'
+    save = np.savez_compressed if compressed else np.savez
+    save(path, **{f'op{i}': rng.standard_normal((4, 3)) for i in range(3)})
+    return path
+
+
+DAMAGE = {
+    'cut in half': lambda data: data[:len(data)//2],
+    'last bytes cut': lambda data: data[:-10],
+    # a member's bytes changed: its CRC no longer matches
+    'bytes changed': lambda data: data[:200] + bytes(
+        x ^ 0x5a for x in data[200:260]) + data[260:],
+}
+
+
+@pytest.mark.parametrize('compressed', [False, True])
+@pytest.mark.parametrize('how', sorted(DAMAGE))
+def test_7_damaged_npz_is_a_clear_error(tmp_path, capsys, how, compressed):
+    """tune FILE.npz:KEY and sweep --ops-path FILE.npz on a truncated or
+    damaged archive: exit 2 and one line naming the file, no traceback."""
+    path = _npz(tmp_path, compressed)
+    path.write_bytes(DAMAGE[how](path.read_bytes()))
+    for argv in (['tune', f'{path}:op0', '--platform', 'c', '--n', '64'],
+                 ['sweep', '--ops-path', str(path), '--platform', 'c',
+                  '--n', '64', '--out', str(tmp_path / 'out'), '--quiet']):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert 'error:' in err and str(path) in err, err
+        assert 'Traceback' not in err
