@@ -209,10 +209,18 @@ def store(key, obj):
     return store_json('tune', key, obj)
 
 
+# The names of the files gimmik writes into a cache directory: KEY.json
+# (store_json), KEY.DIGEST.so (store_build), and a write's temporary file
+# (atomic_path: '.' + that name + tempfile's 8 random characters + '.part')
+_OWN_NAME = r'[0-9a-f]{16,64}(?:\.json|\.[0-9a-f]{16}\.so)'
+_OWN_FILE = re.compile(rf'(?:{_OWN_NAME}|\.{_OWN_NAME}[a-z0-9_]{{8}}\.part)\Z')
+
+
 def clear(kind='tune'):
     """Remove every entry of one kind (a cache kind, or a key of CLEARABLE:
-    'tune', 'builds', 'all'); returns the number of files removed.  A
-    cache that does not exist has nothing to remove."""
+    'tune', 'builds', 'all'); returns the number of files removed.  Only
+    files of gimmik's own names (_OWN_FILE) go: anything else a user put
+    there stays.  A cache that does not exist has nothing to remove."""
     kinds = CLEARABLE.get(kind, (kind,))
     count = 0
     for k in kinds:
@@ -225,13 +233,13 @@ def clear(kind='tune'):
             continue
         for name in names:
             p = os.path.join(d, name)
-            if os.path.isdir(p):
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                try:
-                    os.unlink(p)
-                except FileNotFoundError:
-                    continue
+            if not _OWN_FILE.match(name) or os.path.islink(p) \
+                    or not os.path.isfile(p):
+                continue
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                continue
             count += 1
     return count
 

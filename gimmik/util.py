@@ -2,10 +2,12 @@
 umask, advisory file locks, and the identity of an external tool."""
 
 import contextlib
+import errno
 import functools
 import os
 import subprocess
 import tempfile
+import warnings
 
 
 def umask():
@@ -59,6 +61,29 @@ def atomic_write(path, data):
             os.fsync(f.fileno())
 
 
+# flock's failures on a file system that does not provide it: NFS without
+# lockd (ENOLCK), Lustre mounted without -o flock (ENOSYS), others
+# (EOPNOTSUPP)
+_NO_FLOCK = frozenset(getattr(errno, name) for name in
+                      ('ENOLCK', 'ENOSYS', 'EOPNOTSUPP', 'ENOTSUP')
+                      if hasattr(errno, name))
+_flock_warned = False
+
+
+def _warn_no_flock(path, error):
+    """Say once a process that locks are not available, and what follows."""
+    global _flock_warned
+    if _flock_warned:
+        return
+    _flock_warned = True
+    warnings.warn(
+        f'cannot lock {path}: the file system does not support flock '
+        f'({errno.errorcode.get(error.errno, error.errno)}: '
+        f'{error.strerror}); going on without locks: do not run tunings or '
+        f'sweeps sharing this directory at the same time',
+        RuntimeWarning, stacklevel=4)
+
+
 @contextlib.contextmanager
 def file_lock(path, on_wait=None):
     """Hold an exclusive advisory lock (flock) on the file `path`, created
@@ -66,8 +91,9 @@ def file_lock(path, on_wait=None):
     same lock wait.  The kernel drops the lock when its holder dies, so a
     killed process never leaves it taken.  `on_wait()` is called once when
     the lock is held by someone else and this call has to wait.  Yields
-    True, or False when `path` is None or the lock file cannot be opened
-    (e.g. a read-only directory): the body then runs unlocked."""
+    True, or False when `path` is None, the lock file cannot be opened
+    (e.g. a read-only directory) or its file system has no flock (a
+    warning, once): the body then runs unlocked."""
     import fcntl
     if path is None:
         yield False
@@ -82,12 +108,20 @@ def file_lock(path, on_wait=None):
             return
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if on_wait is not None:
-                on_wait()
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield True
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if on_wait is not None:
+                    on_wait()
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as e:
+            if e.errno not in _NO_FLOCK:
+                raise
+            _warn_no_flock(path, e)
+            locked = False
+        else:
+            locked = True
+        yield locked
     finally:
         os.close(fd)    # closing the descriptor releases the lock
 

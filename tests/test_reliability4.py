@@ -238,3 +238,76 @@ def test_7_damaged_npz_is_a_clear_error(tmp_path, capsys, how, compressed):
         err = capsys.readouterr().err
         assert 'error:' in err and str(path) in err, err
         assert 'Traceback' not in err
+
+
+# -- 6: a file system without flock -------------------------------------------
+@pytest.mark.parametrize('code', ['ENOLCK', 'ENOSYS'])
+def test_6_no_flock_is_a_warning_once(tmp_path, capsys, monkeypatch, code):
+    """flock failing as on NFS without lockd (ENOLCK) or Lustre without -o
+    flock (ENOSYS): tune and sweep run unlocked after one warning each."""
+    import fcntl
+    import gimmik.util
+
+    def no_flock(fd, op):
+        raise OSError(getattr(errno, code), os.strerror(getattr(errno,
+                                                                code)))
+    monkeypatch.setattr(fcntl, 'flock', no_flock)
+    path = tmp_path / 'ops.npz'
+    np.savez(path, a=np.array([[1.0, 0.0, 2.0], [0.0, -1.0, 0.5]]),
+             b=np.array([[0.5, 0.0], [0.0, 2.0], [1.0, 1.0]]))
+    for argv in (['tune', f'{path}:a', '--platform', 'c', '--n', '64'],
+                 ['sweep', '--ops-path', str(path), '--platform', 'c',
+                  '--n', '64', '--out', str(tmp_path / 'out'), '--quiet']):
+        monkeypatch.setattr(gimmik.util, '_flock_warned', False,
+                            raising=False)
+        assert main(argv) == 0, (argv, capsys.readouterr().err)
+        err = capsys.readouterr().err
+        assert err.count('warning:') == 1, err
+        assert 'lock' in err and code in err, err
+    assert len(list(csv_rows(tmp_path / 'out' / 'sweep.csv'))) == 2
+
+
+def csv_rows(path):
+    import csv
+    with open(path, newline='') as f:
+        return list(csv.DictReader(f))
+
+
+# -- 3: clearing removes gimmik's files only -----------------------------------
+FOREIGN = ['tune/notes.txt', 'tune/results.json', 'tune/0123456789abcdef.json.orig',
+           'c/libfoo.so', 'c/mine/kernel.so', 'emulate/keep.me',
+           'isa/report.json', 'isa/.hidden']
+
+
+def test_3_clear_removes_only_what_gimmik_wrote(tmp_path, capsys,
+                                                cache_dir):
+    """--clear-cache and --clear-builds remove gimmik's entries (results,
+    libraries, reports, a write's leftover temporary file) and leave every
+    other file under the cache directories alone."""
+    path = tmp_path / 'ops.npz'
+    np.savez(path, a=np.array([[1.0, 0.0, 2.0], [0.0, -1.0, 0.5]]))
+    assert main(['tune', f'{path}:a', '--platform', 'c', '--n', '64']) == 0
+    key = 'ab'*12
+    assert cache.store_json('isa', 'cd'*16, {'arch': 'gfx942'})
+    built = tmp_path / 'lib.so'
+    built.write_bytes(b'\x7fELF not really')
+    cache.store_build('emulate', key, built)
+    # a write that was killed before its rename
+    (cache_dir / 'tune' / f'.{"ef"*32}.jsonk2x_9q0a.part').write_text('{')
+    for rel in FOREIGN:
+        (cache_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (cache_dir / rel).write_text('not gimmik\'s')
+    ours = sorted(str(p.relative_to(cache_dir))
+                  for p in cache_dir.rglob('*') if p.is_file()
+                  and not p.is_relative_to(cache_dir / 'locks')
+                  and str(p.relative_to(cache_dir)) not in FOREIGN)
+    assert {p.split('/')[0] for p in ours} == {'tune', 'c', 'emulate',
+                                               'isa'}, ours
+    capsys.readouterr()
+    assert main(['tune', '--clear-cache', '--clear-builds']) == 0
+    out = capsys.readouterr().out
+    left = sorted(str(p.relative_to(cache_dir)) for p in cache_dir.rglob('*')
+                  if p.is_file() and not p.is_relative_to(cache_dir / 'locks'))
+    assert left == sorted(FOREIGN)
+    removed = [int(line.split()[1]) for line in out.splitlines()]
+    assert sum(removed) == len(ours), out
