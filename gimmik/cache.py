@@ -171,15 +171,27 @@ def _pow2_divisor(x, cap=16):
     return d
 
 
-def load_json(kind, key):
+def load_json(kind, key, problems=None):
     """The cached JSON value of one kind for key, or None (also for an
-    entry that cannot be read or parsed, or a cache that cannot be made)."""
+    entry that cannot be read or parsed, or a cache that cannot be made).
+    Why an entry that is there could not be parsed is appended to
+    `problems` when given."""
     _check_key(key)
     try:
         with open(_entry(kind, key)) as f:
             return json.load(f)
-    except (OSError, ValueError):
+    except OSError:
         return None
+    # RecursionError: nesting deeper than the parser goes
+    except (ValueError, RecursionError) as e:
+        if problems is not None:
+            problems.append(f'{type(e).__name__}: {e}'[:200])
+        return None
+
+
+def entry_path(kind, key):
+    """Where the entry of one kind for key lives (for messages)."""
+    return os.path.join(base_dir(), kind, f'{key}.json')
 
 
 def store_json(kind, key, obj):
@@ -199,9 +211,9 @@ def store_json(kind, key, obj):
     return True
 
 
-def load(key):
+def load(key, problems=None):
     """The cached tuning result (a JSON object) for key, or None."""
-    return load_json('tune', key)
+    return load_json('tune', key, problems)
 
 
 def store(key, obj):

@@ -167,42 +167,100 @@ def _positive(x):
         and math.isfinite(x) and x > 0
 
 
+def _opt(check):
+    """check, also passing None."""
+    return lambda x: x is None or check(x)
+
+
+def _natural(x):
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool) \
+        and x >= 0
+
+
+def _is_str(x):
+    return isinstance(x, str)
+
+
+# How deep a candidate's meta may nest (a kernel's is 3 or 4 levels)
+MAX_META_DEPTH = 8
+
+
+def _plain_json(x, depth=MAX_META_DEPTH):
+    """Whether x is JSON data (dicts with str keys, lists, str, numbers,
+    bools, None) nested at most `depth` deep; walked without recursion."""
+    todo = [(x, 0)]
+    while todo:
+        v, d = todo.pop()
+        if isinstance(v, (dict, list)):
+            if d >= depth:
+                return False
+            if isinstance(v, dict):
+                if not all(isinstance(k, str) for k in v):
+                    return False
+                v = v.values()
+            todo.extend((w, d + 1) for w in v)
+        elif not (v is None or isinstance(v, (str, bool, numbers.Real))):
+            return False
+    return True
+
+
 def _check_entry(obj, expect):
-    """Raise ValueError unless obj is a well-formed cached TuneResult."""
+    """Raise ValueError unless obj is a well-formed cached TuneResult: every
+    field that is read back (the table, --json, a sweep's rows) of its
+    type, consistent with the others."""
     def need(cond, what):
         if not cond:
             raise ValueError(f'cache entry: {what}')
 
+    def record(x, what, **fields):
+        need(isinstance(x, dict), f'{what} is not an object')
+        for key, check in fields.items():
+            need(check(x.get(key)), f'{what}: {key} is {x.get(key)!r:.60}')
+
     need(isinstance(obj, dict), 'not an object')
     for key, want in expect.items():
         need(obj.get(key) == want, f'{key} is {obj.get(key)!r}, not {want!r}')
-    need(isinstance(obj.get('device'), str), 'device')
-    need(_positive(obj.get('copy_gbps')), 'copy_gbps')
-    need(isinstance(obj.get('use_vendor'), bool), 'use_vendor')
-    need(obj.get('unstable') is None, 'unstable timings')
-    err = obj.get('vendor_error')
-    need(err is None or (isinstance(err, numbers.Real) and err >= 0),
-         'vendor_error')
+    record(obj, 'the result', operator=_opt(_is_str), device=_is_str,
+           n=_positive_int, m=_positive_int, k=_positive_int,
+           ldb=_positive_int, ldc=_positive_int, copy_gbps=_positive,
+           use_vendor=lambda x: isinstance(x, bool),
+           unstable=lambda x: x is None,
+           vendor_error=_opt(lambda x: isinstance(x, numbers.Real)
+                             and not isinstance(x, bool) and x >= 0))
+    need(obj['ldb'] >= obj['n'] and obj['ldc'] >= obj['n'], 'ldb, ldc < n')
     vendor = obj.get('vendor')
-    need(isinstance(vendor, dict), 'vendor')
-    vt = vendor.get('time_s')
-    need(vt is None or _positive(vt), 'vendor time_s')
+    record(vendor, 'vendor', time_s=_opt(_positive), gbps=_opt(_positive),
+           error=_opt(_is_str), formulation=_opt(_is_str),
+           formulations=_opt(lambda x: isinstance(x, list)))
+    vt = vendor['time_s']
+    need((vt is None) == (vendor['gbps'] is None), 'vendor gbps')
     need(vt is not None or vendor.get('error'), 'vendor without time_s')
+    for f in vendor.get('formulations') or ():
+        record(f, 'a vendor formulation', name=_is_str,
+               time_s=_opt(_positive), gbps=_opt(_positive),
+               error=_opt(_is_str))
     cands = obj.get('candidates')
-    need(isinstance(cands, list) and all(
-        isinstance(c, dict) and isinstance(c.get('variant'), str)
-        and isinstance(c.get('correct'), bool)
-        and (not c['correct'] or _positive(c.get('time_s')))
-        for c in cands), 'candidates')
+    need(isinstance(cands, list), 'candidates')
+    for c in cands:
+        record(c, 'a candidate', variant=_is_str,
+               correct=lambda x: isinstance(x, bool), error=_opt(_is_str),
+               retimed=_opt(_natural))
+        timed = _positive if c['correct'] else (lambda x: x is None)
+        record(c, f'candidate {c["variant"]}', time_s=timed, gbps=timed)
     best = obj.get('best')
     if best is not None:
-        need(isinstance(best, dict) and isinstance(best.get('variant'), str)
-             and _positive(best.get('time_s')) and _positive(best.get('gbps'))
-             and isinstance(best.get('src'), str)
-             and isinstance(best.get('meta'), dict), 'best')
+        record(best, 'best', variant=_is_str, time_s=_positive,
+               gbps=_positive, src=_is_str,
+               meta=lambda x: isinstance(x, dict) and _plain_json(x))
+        need(any(c['correct'] and c['variant'] == best['variant']
+                 for c in cands), 'best is no correct candidate')
     need(obj['use_vendor'] == (vt is not None and (best is None
                                                    or vt < best['time_s'])),
          'use_vendor disagrees with the times')
+
+
+def _positive_int(x):
+    return _natural(x) and x > 0
 
 
 def environmental(exc):
@@ -320,7 +378,7 @@ def tune(A, *, beta=0.0, dtype='float64', n=None, ldb=None, ldc=None,
 
     if not use_cache:
         return run()
-    hit = _cached(key, name, expect)
+    hit = _cached(key, name, expect, say=True)
     if hit is not None:
         return hit
     # One process tunes a key at a time; the others wait and read its
@@ -335,16 +393,23 @@ def tune(A, *, beta=0.0, dtype='float64', n=None, ldb=None, ldc=None,
     return res
 
 
-def _cached(key, name, expect):
+def _cached(key, name, expect, say=False):
     """The cached TuneResult for key, or None (also for an entry that is
-    not a complete, sane result: it is tuned again)."""
-    hit = cache.load(key)
-    if hit is None:
-        return None
-    try:
-        return TuneResult._from_cache(hit, name, expect)
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
+    not a complete, sane result: it is tuned again, and with `say` a
+    warning says why)."""
+    problems = []
+    hit = cache.load(key, problems)
+    if hit is not None:
+        try:
+            return TuneResult._from_cache(hit, name, expect)
+        except ValueError as e:
+            problems.append(str(e))
+    if problems and say:
+        import warnings
+        warnings.warn(f'malformed cache entry {cache.entry_path("tune", key)}'
+                      f' ({problems[0]}): tuning again', RuntimeWarning,
+                      stacklevel=3)
+    return None
 
 
 def _waiting(name):

@@ -311,3 +311,70 @@ def test_3_clear_removes_only_what_gimmik_wrote(tmp_path, capsys,
     assert left == sorted(FOREIGN)
     removed = [int(line.split()[1]) for line in out.splitlines()]
     assert sum(removed) == len(ours), out
+
+
+# -- 8: a cache entry of the wrong shape -------------------------------------
+def _spoil8(entry, how):
+    ok = next(c for c in entry['candidates'] if c['correct'])
+    if how == 'candidate without gbps':
+        del ok['gbps']
+    elif how == 'gbps a string':
+        ok['gbps'] = 'fast'
+    elif how == 'failed candidate with a time string':
+        entry['candidates'].append({'variant': 'x', 'time_s': 'slow',
+                                    'gbps': None, 'correct': False,
+                                    'error': 'wrong', 'retimed': 0})
+    elif how == 'vendor formulations not records':
+        entry['vendor']['formulations'] = ['numpy-gemm', 3]
+    elif how == 'vendor gbps a list':
+        entry['vendor']['gbps'] = [1.0]
+    elif how == 'best meta nested 600 deep':
+        deep = []
+        for _ in range(600):
+            deep = [deep]
+        entry['best']['meta']['params'] = deep
+    elif how == 'n a string':
+        entry['n'] = '64'
+    return json.dumps(entry)
+
+
+SPOILS8 = ['candidate without gbps', 'gbps a string',
+           'failed candidate with a time string',
+           'vendor formulations not records', 'vendor gbps a list',
+           'best meta nested 600 deep', 'n a string',
+           'lists nested 100000 deep']
+
+
+@pytest.mark.parametrize('how', SPOILS8)
+def test_8_malformed_cache_entry_is_a_miss(tmp_path, capsys, cache_dir,
+                                           how):
+    """A cache entry that is valid JSON of the wrong shape (or nested beyond
+    the parser) is a miss, said once, and tuned again: `gimmik tune`
+    (table and --json) and a sweep over it run, and the next run is served
+    from the rewritten entry."""
+    path = tmp_path / 'ops.npz'
+    np.savez(path, **{'p1-quad-m0': np.array([[1.0, 0.0, 2.0],
+                                              [0.0, -1.0, 0.5]])})
+    tune_argv = ['tune', f'{path}:p1-quad-m0', '--platform', 'c',
+                 '--n', '64']
+    assert main(tune_argv) == 0
+    (entry,) = (cache_dir / 'tune').glob('*.json')
+    good = json.loads(entry.read_text())
+    for argv in (tune_argv, tune_argv + ['--json'],
+                 ['sweep', '--ops-path', str(path), '--platform', 'c',
+                  '--n', '64', '--out', str(tmp_path / 'out'), '--quiet']):
+        entry.write_text('[' * 100000 + ']' * 100000
+                         if how == 'lists nested 100000 deep'
+                         else _spoil8(json.loads(json.dumps(good)), how))
+        capsys.readouterr()
+        assert main(argv) == 0, (argv, capsys.readouterr().err)
+        out, err = capsys.readouterr()
+        assert err.count('malformed cache entry') == 1, err
+        assert 'cached result' not in out
+        if argv[0] == 'sweep':
+            rows = csv_rows(tmp_path / 'out' / 'sweep.csv')
+            assert [r['error'] for r in rows] == [''], rows
+        capsys.readouterr()
+        assert main(tune_argv) == 0
+        out, err = capsys.readouterr()
+        assert 'cached result' in out and 'malformed' not in err
