@@ -18,6 +18,7 @@ and the vendor BLAS alike; GFLOP/s counts the useful flops, 2·nnz(A)·n.
 
 import contextlib
 import csv
+import hashlib
 import io
 import json
 import math
@@ -50,6 +51,7 @@ TUNE_DIR = 'tune'
 COLUMNS = (
     'operator',          # suite name, e.g. p3-hex-m460
     'm', 'k', 'nnz', 'density', 'unique',
+    'digest',            # the matrix's identity (operator_digest)
     'beta', 'n', 'dtype', 'platform', 'device',
     'candidate',         # gimmik's fastest correct candidate (variant)
     'time_s',            # its median time
@@ -212,6 +214,14 @@ def _get(obj, key, default=None):
     return getattr(obj, key, default)
 
 
+def operator_digest(A):
+    """What identifies an operator's matrix whatever its name: sha256 over
+    its shape and float64 values, 16 hex digits."""
+    A = np.ascontiguousarray(A, dtype=np.float64)
+    return hashlib.sha256(repr(A.shape).encode() + A.tobytes()) \
+        .hexdigest()[:16]
+
+
 def result_row(name, A, beta, result, tune_s):
     """The table row for one operator's TuneResult."""
     info = analyse(A)
@@ -233,7 +243,8 @@ def result_row(name, A, beta, result, tune_s):
     cands = list(result.candidates or ())
     return _plain({
         'operator': name, 'm': info.m, 'k': info.k, 'nnz': info.nnz,
-        'density': info.density, 'unique': info.unique, 'beta': beta,
+        'density': info.density, 'unique': info.unique,
+        'digest': operator_digest(A), 'beta': beta,
         'n': n, 'dtype': dtype, 'platform': result.platform,
         'device': str(result.device),
         'candidate': _get(best, 'variant') or '',
@@ -257,7 +268,8 @@ def error_row(name, A, beta, dtype, n, platform, device, error, tune_s):
     info = analyse(A)
     row = dict.fromkeys(COLUMNS)
     row.update(operator=name, m=info.m, k=info.k, nnz=info.nnz,
-               density=info.density, unique=info.unique, beta=beta, n=n,
+               density=info.density, unique=info.unique,
+               digest=operator_digest(A), beta=beta, n=n,
                dtype=dtype, platform=platform, device=device,
                candidate='', tune_s=tune_s,
                error=' '.join(str(error).split())[:500] or 'failed')
@@ -334,7 +346,8 @@ def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
     def want_n(name):
         return n if mib is None or name not in operators \
             else n_of(operators[name])
-    table = _Table(outdir, dtype, want_n)
+    digests = {name: operator_digest(A) for name, A in operators.items()}
+    table = _Table(outdir, dtype, want_n, runtime.name, device, digests)
     if restart:
         table.commit({}, {}, set(), None, restart=True)
     rows, cand_rows = table.read()
@@ -353,9 +366,11 @@ def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
 
     def done(name):
         """Whether another run (or an earlier one) tabulated `name`: a row
-        without an error, and its candidate rows."""
+        of this matrix (a row without a digest, of an older gimmik, is
+        tuned again) without an error, and its candidate rows."""
         r = rows.get(name)
-        return r is not None and not r['error'] and name in cand_rows
+        return r is not None and not r['error'] and name in cand_rows \
+            and r.get('digest') == digests[name]
     todo = [name for name in operators if not done(name)]
     progress.begin(len(todo), len(operators), csv_path)
 
@@ -428,8 +443,10 @@ class _Table:
     written to temporary files first; sweep.csv, which says what is done,
     renamed last)."""
 
-    def __init__(self, outdir, dtype, want_n):
+    def __init__(self, outdir, dtype, want_n, platform, device, digests):
         self.outdir, self.dtype, self.want_n = outdir, dtype, want_n
+        self.platform, self.device = platform, device
+        self.digests = digests      # {operator: operator_digest} of this run
         self.csv_path = os.path.join(outdir, CSV_NAME)
 
     def lock(self):
@@ -437,8 +454,9 @@ class _Table:
 
     def read(self):
         """({operator: row}, {operator: candidate rows}) on disk; rows that
-        cannot be used (e.g. torn) are left out, a table of another dtype
-        or n class is refused."""
+        cannot be used (e.g. torn) are left out, a table of another dtype,
+        n class, platform or device, or with another matrix under the name
+        of one of this run's operators, is refused."""
         rows = {}
         if os.path.exists(self.csv_path):
             for r in read_rows(self.csv_path, []):
@@ -455,6 +473,20 @@ class _Table:
                 f'{self.csv_path} holds a sweep with dtype {r.get("dtype")} '
                 f'and n {r.get("n")}, not dtype {self.dtype} and n {want}: '
                 f'use another --out or --restart')
+        # the n is kept to its class: the tuner's result is the class's
+        if (r.get('platform'), r.get('device')) != (self.platform,
+                                                    self.device):
+            raise ValueError(
+                f'{self.csv_path} holds results on platform '
+                f'{r.get("platform")}, device {r.get("device")} (operator '
+                f'{r["operator"]}), not on platform {self.platform}, device '
+                f'{self.device}: use another --out or --restart')
+        mine = self.digests.get(r['operator'])
+        if r.get('digest') and mine and r['digest'] != mine:
+            raise ValueError(
+                f'{self.csv_path} holds operator {r["operator"]} with another '
+                f'matrix (digest {r["digest"]}, this suite\'s {mine}): is '
+                f'--ops-path another suite? use another --out or --restart')
 
     def commit(self, rows, cand_rows, mine, config, restart=False):
         """Write the tables: this run's rows for the operators in `mine`,

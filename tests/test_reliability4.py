@@ -378,3 +378,61 @@ def test_8_malformed_cache_entry_is_a_miss(tmp_path, capsys, cache_dir,
         assert main(tune_argv) == 0
         out, err = capsys.readouterr()
         assert 'cached result' in out and 'malformed' not in err
+
+
+# -- 2: a resumed sweep checks what its rows are of --------------------------
+class _Device:
+    def __init__(self, name='fake', device='Fake Device A'):
+        self.name, self.device = name, device
+
+
+def _ops_npz(path, scale=1.0):
+    rng = np.random.default_rng(2)
+    np.savez(path, **{f'x{i}': scale*rng.standard_normal((4, 3))
+                      for i in range(3)})
+    return path
+
+
+def _sweep2(out, ops_path, runtime, calls):
+    from conftest import _fake_tune
+    from gimmik.sweep import sweep
+    return sweep(out, ops_path=ops_path, n=64, runtime=runtime,
+                 tune=_fake_tune(calls))
+
+
+@pytest.mark.parametrize('other', ['platform', 'device', 'matrix'])
+def test_2_resume_refuses_rows_of_another_problem(tmp_path, other):
+    """Rows of another platform, another device, or another matrix under
+    the same operator name (another --ops-path) are not taken as done: the
+    sweep refuses, naming what differs and --restart, and leaves the
+    tables as they were; the same matrices from another file resume."""
+    out, calls = tmp_path / 'out', []
+    first = _ops_npz(tmp_path / 'a.npz')
+    _sweep2(out, first, _Device(), calls)
+    assert len(calls) == 3
+    # the same matrices, another file: nothing to do
+    same = _ops_npz(tmp_path / 'copy.npz')
+    _sweep2(out, same, _Device(), calls)
+    assert len(calls) == 3
+    tables = {f: (out / f).read_bytes() for f in ('sweep.csv', 'sweep.json',
+                                                 'candidates.csv')}
+
+    ops, rt = first, _Device()
+    if other == 'platform':
+        rt = _Device(name='fake2')
+    elif other == 'device':
+        rt = _Device(device='Fake Device B')
+    else:
+        ops = _ops_npz(tmp_path / 'b.npz', scale=2.0)
+    with pytest.raises(ValueError, match='--restart') as e:
+        _sweep2(out, ops, rt, calls)
+    assert {'platform': 'fake2', 'device': 'Fake Device B',
+            'matrix': 'x0'}[other] in str(e.value)
+    assert len(calls) == 3
+    assert tables == {f: (out / f).read_bytes() for f in tables}
+    # --restart starts a table of the new problem
+    from conftest import _fake_tune
+    from gimmik.sweep import sweep
+    rows = sweep(out, ops_path=ops, n=64, runtime=rt, tune=_fake_tune(calls),
+                 restart=True)
+    assert len(calls) == 6 and {r['platform'] for r in rows} == {rt.name}
