@@ -6,7 +6,7 @@ environment holds (run it with the Python of a PyFR venv, never gimmik's).
         [--cut NAME]
     python pyfr_steps.py --compare A.npy B.npy
 
-The solver is built as `pyfr run -b cuda` builds it; the clock starts when
+The solver is built as `pyfr run -b cuda` (or `--backend`) builds it; the clock starts when
 this script starts, so start_s (to the end of the first step) covers the
 imports, the mesh, the backend, the solver with every GiMMiK autotuning
 walk, NVRTC compiles (from PyFR's cache when it is warm) and one step.
@@ -48,16 +48,23 @@ def compare(a, b):
     return rel
 
 
+# The generator class and the provider class of each backend's
+# pyfr.backends.<backend>.gimmik module
+PROVIDERS = {'cuda': ('CUDAMatMul', 'CUDAGiMMiKKernels'),
+             'hip': ('HIPMatMul', 'HIPGiMMiKKernels'),
+             'opencl': ('OpenCLMatMul', 'OpenCLGiMMiKKernels')}
+
+
 class WalkLog:
     """Wraps the provider's generator class and its mul() to record what
     PyFR times and keeps, per operator."""
 
-    def __init__(self, prov_mod, cut=None):
+    def __init__(self, prov_mod, cut=None, backend='cuda'):
         self.walks, self.calls, self.cut = [], [], cut
-        self._install(prov_mod)
+        self._install(prov_mod, *PROVIDERS[backend])
 
-    def _install(self, prov):
-        log, Gen = self, prov.CUDAMatMul
+    def _install(self, prov, gen_name, kprov_name):
+        log, Gen = self, getattr(prov, gen_name)
 
         class Recorded(Gen):
             def __init__(self, A, *args, **kwargs):
@@ -90,8 +97,9 @@ class WalkLog:
                             {k: (float(v) if isinstance(v, (int, float))
                                  else None) for k, v in fb.items()})
 
-        prov.CUDAMatMul = Recorded
-        mul = prov.CUDAGiMMiKKernels.mul
+        setattr(prov, gen_name, Recorded)
+        kprov = getattr(prov, kprov_name)
+        mul = kprov.mul
 
         def recorded_mul(kself, a, b, out, alpha=1.0, beta=0.0):
             nwalks, t = len(log.walks), time.perf_counter()
@@ -102,7 +110,7 @@ class WalkLog:
                 'dt': float(k.dt), 'walked': len(log.walks) > nwalks,
                 'seconds': time.perf_counter() - t})
             return k
-        prov.CUDAGiMMiKKernels.mul = recorded_mul
+        kprov.mul = recorded_mul
 
     def gimmik_us(self):
         """Microseconds of the distinct kernels PyFR keeps (the provider's
@@ -126,8 +134,8 @@ def main(argv=None):
     ap.add_argument('--steps', type=int, default=200)
     ap.add_argument('--reps', type=int, default=3)
     ap.add_argument('--warm', type=int, default=20)
-    ap.add_argument('--backend', default='cuda',
-                    help='PyFR backend (the walk is recorded on cuda only)')
+    ap.add_argument('--backend', default='cuda', choices=sorted(PROVIDERS),
+                    help='PyFR backend (`pyfr run -b BACKEND`)')
     ap.add_argument('--soln', default=None, help='save the final solution')
     ap.add_argument('--picks', default=None, help='JSON of every walk')
     ap.add_argument('--cut', default=None,
@@ -143,7 +151,8 @@ def main(argv=None):
 
     import mpi4py.rc
     mpi4py.rc.initialize = False        # as pyfr's command line: init_mpi()
-    import pyfr.backends.cuda.gimmik as prov
+    import importlib
+    prov = importlib.import_module(f'pyfr.backends.{args.backend}.gimmik')
     from pyfr.backends import get_backend
     from pyfr.inifile import Inifile
     from pyfr.mpiutil import init_mpi
@@ -151,7 +160,7 @@ def main(argv=None):
     from pyfr.solvers import get_solver
     import gimmik
 
-    log = WalkLog(prov, args.cut)
+    log = WalkLog(prov, args.cut, args.backend)
     init_mpi()
     cfg = Inifile.load(args.ini)
     sect = 'solver-time-integrator'
