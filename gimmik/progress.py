@@ -81,6 +81,7 @@ class SweepBar(SweepProgress):
         self.quiet = quiet
         self.bar = None
         self.done = 0
+        self.stopped_before = None   # the operator a spent budget stopped at
 
     def begin(self, todo, total, csv_path):
         self.total = todo
@@ -104,6 +105,7 @@ class SweepBar(SweepProgress):
                        f'{summary(row)}')
 
     def stopped(self, name, budget_s):
+        self.stopped_before = name
         self._line(f'budget of {budget_s:g} s spent: stopping before {name}; '
                    'run the same command again to go on')
 

@@ -23,6 +23,7 @@ import io
 import json
 import math
 import os
+import signal
 import sys
 import time
 
@@ -41,6 +42,12 @@ from gimmik.validate import CLI_DTYPES, check_dtype, positive_seconds
 PLATFORMS = ('auto',) + tuple(gimmik.PLATFORMS)
 
 DTYPES = CLI_DTYPES
+
+# Exit status of `gimmik sweep` stopped by --budget with operators left
+# (EX_TEMPFAIL of sysexits.h: run it again), and stopped by SIGTERM (128 +
+# the signal, as a shell reports it)
+EXIT_BUDGET = 75
+EXIT_SIGTERM = 128 + signal.SIGTERM
 
 CSV_NAME = 'sweep.csv'
 LOCK_NAME = '.sweep.lock'
@@ -491,8 +498,8 @@ class _Table:
     def commit(self, rows, cand_rows, mine, config, restart=False):
         """Write the tables: this run's rows for the operators in `mine`,
         what is on disk for the others (merged into rows and cand_rows);
-        with restart, this run's alone."""
-        with self.lock():
+        with restart, this run's alone.  SIGTERM waits for the write."""
+        with _holding_sigterm(), self.lock():
             if not restart:
                 disk, disk_cands = self.read()
                 for name, r in disk.items():
@@ -559,11 +566,44 @@ def add_arguments(ap):
     ap.add_argument('--quiet', action='store_true', help='no progress')
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during `gimmik sweep` (a batch scheduler's time limit): an
+    interruption, so that everything a Ctrl-C cleans up is cleaned up."""
+
+
+_sigterm = {'hold': 0, 'pending': False}
+
+
+def _on_sigterm(signum, frame):
+    if _sigterm['hold']:
+        _sigterm['pending'] = True  # raised once the tables are in place
+        return
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _holding_sigterm():
+    """Hold SIGTERM's Terminated until the body (a table write) is done."""
+    _sigterm['hold'] += 1
+    try:
+        yield
+    finally:
+        _sigterm['hold'] -= 1
+    if not _sigterm['hold'] and _sigterm['pending']:
+        _sigterm['pending'] = False
+        raise Terminated()
+
+
 def run(args):
     from gimmik.progress import SweepBar
 
     t0 = time.monotonic()
     bar = SweepBar(quiet=args.quiet)
+    csv_path = os.path.join(args.out, CSV_NAME)
+    try:
+        old = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:      # not the main thread: SIGTERM stays as it was
+        old = None
     try:
         rows = sweep(args.out, ops=args.ops, ops_path=args.ops_path,
                      platform=args.platform, dtype=args.dtype, n=args.n,
@@ -571,10 +611,19 @@ def run(args):
                      max_nnz=args.max_nnz or None,
                      use_cache=not args.no_cache, restart=args.restart,
                      progress=bar)
+    except Terminated:
+        print(f'terminated (SIGTERM): the operator being tuned is left '
+              f'undone; run the same command again to resume from '
+              f'{csv_path}', file=sys.stderr)
+        return EXIT_SIGTERM
     except KeyboardInterrupt:
         print(f'interrupted: run the same command again to resume from '
-              f'{os.path.join(args.out, CSV_NAME)}', file=sys.stderr)
+              f'{csv_path}', file=sys.stderr)
         return 130
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
+        _sigterm.update(hold=0, pending=False)
     bad = [r['operator'] for r in rows
            if r.get('error') and not r['error'].startswith(SKIPPED)]
     skipped = sum(1 for r in rows if r.get('error', '').startswith(SKIPPED))
@@ -583,6 +632,11 @@ def run(args):
           + (f'; {skipped} skipped (--max-nnz)' if skipped else '')
           + (f'; {len(bad)} failed: {", ".join(bad[:10])}' if bad else ''),
           file=sys.stderr)
+    if bar.stopped_before is not None:
+        print(f'incomplete: --budget stopped the sweep before '
+              f'{bar.stopped_before} (exit status {EXIT_BUDGET}); run the '
+              f'same command again to go on', file=sys.stderr)
+        return EXIT_BUDGET
     return 1 if bad else 0
 
 

@@ -436,3 +436,94 @@ def test_2_resume_refuses_rows_of_another_problem(tmp_path, other):
     rows = sweep(out, ops_path=ops, n=64, runtime=rt, tune=_fake_tune(calls),
                  restart=True)
     assert len(calls) == 6 and {r['platform'] for r in rows} == {rt.name}
+
+
+# -- 14: a sweep stopped by SIGTERM or by --budget ----------------------------
+_SLOW_SWEEP = '''
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+import gimmik.tune
+from conftest import _fake_tune
+fake = _fake_tune([])
+
+def slow(A, **kw):
+    time.sleep(float(sys.argv[3]))
+    return fake(A, **kw)
+gimmik.tune.tune = slow
+if os.environ.get('TERM_IN_WRITE'):
+    import gimmik.sweep, signal
+    real = gimmik.sweep.write_files
+
+    def write_files(*args):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)
+        return real(*args)
+    gimmik.sweep.write_files = write_files
+from gimmik.cli import main
+sys.exit(main(['sweep', '--ops-path', sys.argv[2], '--platform', 'c',
+               '--n', '64', '--out', sys.argv[4], '--quiet'] + sys.argv[5:]))
+'''
+
+
+def _slow_sweep(tmp_path, delay, *extra, env=()):
+    path = tmp_path / 'ops.npz'
+    if not path.exists():
+        _ops_npz(path)
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path), **dict(env)}
+    return subprocess.Popen(
+        [sys.executable, '-c', _SLOW_SWEEP, os.path.dirname(__file__),
+         str(path), str(delay), str(tmp_path / 'out'), *extra],
+        env=env, stderr=subprocess.PIPE, text=True)
+
+
+def _rows_done(tmp_path):
+    path = tmp_path / 'out' / 'sweep.csv'
+    return len(csv_rows(path)) if path.exists() else 0
+
+
+def test_14_sigterm_says_how_to_resume(tmp_path):
+    """SIGTERM (a batch scheduler's time limit) while the second operator
+    is tuned: the first operator's row is on disk, the sweep says how to
+    resume and exits 143; the same command then does the other two."""
+    import time
+    p = _slow_sweep(tmp_path, 0.5)
+    deadline = time.monotonic() + 60
+    while _rows_done(tmp_path) < 1 and p.poll() is None \
+            and time.monotonic() < deadline:
+        time.sleep(0.02)
+    p.send_signal(signal.SIGTERM)
+    err = p.communicate(timeout=60)[1]
+    assert p.returncode == 143, (p.returncode, err)
+    assert 'SIGTERM' in err and 'run the same command again' in err, err
+    assert 'Traceback' not in err
+    assert _rows_done(tmp_path) == 1
+    p = _slow_sweep(tmp_path, 0.0)
+    err = p.communicate(timeout=60)[1]
+    assert p.returncode == 0, err
+    assert _rows_done(tmp_path) == 3
+
+
+def test_14_budget_stop_exits_with_its_own_status(tmp_path):
+    """A sweep stopped by --budget exits with EXIT_BUDGET (not 0: `sweep &&
+    report` must see it is incomplete); the resumed sweep exits 0."""
+    import gimmik.sweep
+    p = _slow_sweep(tmp_path, 0.3, '--budget', '0.1')
+    err = p.communicate(timeout=60)[1]
+    assert p.returncode not in (0, 1, 2, 130, 143), (p.returncode, err)
+    assert p.returncode == getattr(gimmik.sweep, 'EXIT_BUDGET', None)
+    assert 'budget' in err and 0 < _rows_done(tmp_path) < 3, err
+    p = _slow_sweep(tmp_path, 0.0)
+    err = p.communicate(timeout=60)[1]
+    assert p.returncode == 0 and _rows_done(tmp_path) == 3, err
+
+
+def test_14_sigterm_in_a_table_write_lets_it_finish(tmp_path):
+    """SIGTERM while the first operator's tables are written: the write
+    completes (its row and candidate rows are on disk), then the sweep
+    exits 143."""
+    p = _slow_sweep(tmp_path, 0.0, env={'TERM_IN_WRITE': '1'})
+    err = p.communicate(timeout=60)[1]
+    assert p.returncode == 143, (p.returncode, err)
+    assert _rows_done(tmp_path) == 1
+    assert {r['operator'] for r in csv_rows(
+        tmp_path / 'out' / 'candidates.csv')} == {'x0'}
