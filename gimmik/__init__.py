@@ -18,12 +18,12 @@ PLATFORMS = {
     'hip': ('gimmik.hip', 'HIPMatMul'),
     'cuda': ('gimmik.cuda', 'CUDAMatMul'),
     'c': ('gimmik.c', 'CMatMul'),
+    'opencl': ('gimmik.opencl', 'OpenCLMatMul'),
 }
 
-# generators without a tuning runtime yet (source for their clients, e.g.
-# PyFR's OpenCL backend)
+# the generators above, and one without a tuning runtime (source for its
+# client, PyFR's Metal backend)
 _LAZY = {cls: mod for mod, cls in PLATFORMS.values()}
-_LAZY['OpenCLMatMul'] = 'gimmik.opencl'
 _LAZY['MetalMatMul'] = 'gimmik.metal'
 # upstream GiMMiK 4.0's other public names (gimmik.upstream_api)
 UPSTREAM_NAMES = ('COpenMPMatMul', 'ISPCMatMul', 'PTXMatMul', 'SIG_BC',
@@ -50,7 +50,8 @@ def matmul_class(platform):
 def generate_mm(mat, dtype, platform, alpha=1.0, beta=0.0, funcn='gimmik_mm',
                 n=None, ldb=None, ldc=None):
     """Legacy entry point: the source of the first candidate kernel computing
-    C = alpha*mat*B + beta*C on `platform` ('hip', 'cuda' or 'c')."""
+    C = alpha*mat*B + beta*C on `platform` ('hip', 'cuda', 'c' or
+    'opencl')."""
     cls = matmul_class(platform)
     funcn = check_kname(funcn, 'funcn')
     alpha = check_scalar(alpha, 'alpha')

@@ -30,7 +30,7 @@ from gimmik.validate import CLI_DTYPES, check_dtype, check_matrix, \
 
 # Default number of columns per platform: small enough on the CPU that
 # tuning one operator takes seconds, large enough on GPUs to fill them.
-DEFAULT_N = {'c': 2**15, 'hip': 2**20, 'cuda': 2**20}
+DEFAULT_N = {'c': 2**15, 'hip': 2**20, 'cuda': 2**20, 'opencl': 2**20}
 
 # Largest relative error of a candidate's output against the vendor BLAS's
 # output, by dtype: each element's error relative to its own scale

@@ -49,7 +49,7 @@ def test_generate_mm_rejects_overflowing_alpha():
 
 
 @pytest.mark.usefixtures('no_source')
-@pytest.mark.parametrize('platform', ['rocm', 'HIP', 'opencl', '', None, 3,
+@pytest.mark.parametrize('platform', ['rocm', 'HIP', 'metal', '', None, 3,
                                       'hip; rm -rf /', 'auto'])
 def test_generate_mm_rejects_platform(platform):
     with raises_naming((ValueError, TypeError), 'platform'):

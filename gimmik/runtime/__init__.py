@@ -1,7 +1,7 @@
 """One small interface over the places a generated kernel can run.
 
 The autotuner only ever talks to a :class:`Runtime`; each platform (``c``,
-``hip``, ``cuda``) provides one.  Buffers are opaque objects made by
+``hip``, ``cuda``, ``opencl``) provides one.  Buffers are opaque objects made by
 ``upload``; panels are row-major ``rows x n`` with row stride ``ld``
 elements, exactly as the kernels see them.
 """
@@ -19,9 +19,10 @@ from gimmik.verify import rel_error
 
 # platform name -> module providing `Runtime` (a subclass of Runtime below)
 PLATFORMS = {'hip': 'gimmik.runtime.hip', 'cuda': 'gimmik.runtime.cuda',
-             'c': 'gimmik.runtime.c'}
+             'c': 'gimmik.runtime.c', 'opencl': 'gimmik.runtime.opencl'}
 
-# the order `auto` tries them in
+# the order `auto` tries them in (opencl only when named: PoCL's CPU
+# device would otherwise stand in for the c platform)
 AUTO_ORDER = ('hip', 'cuda', 'c')
 
 # A platform's device nodes: `auto` warns when it passes over a platform
@@ -38,7 +39,7 @@ def moved_bytes(info, beta, n, itemsize):
 class Runtime(ABC):
     """A place to compile, launch and time kernels."""
 
-    name = None          # 'c', 'hip', 'cuda'
+    name = None          # 'c', 'hip', 'cuda', 'opencl'
 
     @property
     @abstractmethod
