@@ -353,7 +353,10 @@ def _gates(mm, dtype, cc):
     gemm_sparse = (dtype == np.float64 and cc >= (9, 0) and w2
                    and not mma_worth_it(info)
                    and (sparse_gemm_worth_it(info)
-                        or mm.beta != 0
+                        # not under a client's grid: the tile walk
+                        # costs more (cuda-h200-grid-rules.csv) than this
+                        # branch gains (at most 1.045x, baked n)
+                        or mm.beta != 0 and not mm.runtime_client_grid
                         and not gemm_compute_bound(info.m, info.k, mm.beta)))
     return {
         'w2': w2,
@@ -420,6 +423,14 @@ class CUDAMatMul(MatMul):
         # (PLAIN_B_MIN_VALUES)
         if (params.get('ld') == 'cs' and self.n is not None
                 and len(self.info.bix)*self.n > PLAIN_B_MIN_VALUES):
+            return dict(params, ld='plain')
+        # and bstream's at run-time n (the twin of PyFR main's HIP launch):
+        # in the client's hot walk its evict-first loads ran 0.65-0.85x its
+        # plain time and won over m-split candidates 5-7 % faster in
+        # context, where plain and evict-first were within 1 % (H200,
+        # bench/results/cuda-h200-context-runtime-n-probe-candidates.csv)
+        if (row.family is Bstream and params.get('ld') == 'cs'
+                and self.runtime_client_grid):
             return dict(params, ld='plain')
         return params
 
