@@ -474,6 +474,7 @@ class _Tuning:
         self.vendor = self.vref = self.verr = None
         self.vtime = self.vlaunch = None
         self.failures = []      # (variant, exception) of candidates raising
+        self.starved = []       # why timings measured the scheduler
 
     # -- measuring -------------------------------------------------------
     def check(self, launch, ref):
@@ -491,15 +492,24 @@ class _Tuning:
         return cbuf, err, '' if padok else 'wrote the padding of C beyond n'
 
     def timed(self, launch):
-        """The runtime's median time of launch, cycling the buffer sets."""
+        """The runtime's median time of launch, cycling the buffer sets;
+        taken again (up to RETIMES times) while the runtime says the
+        process was starved of CPU, and noted in self.starved if it stays
+        so."""
         state = {'i': 0}
 
         def rotating():
             bb, cb = self.bufs[state['i'] % self.nsets]
             state['i'] += 1
             launch(bb, cb, self.n, self.ldb, self.ldc)
-        return self.runtime.time(rotating, (), warmup=WARMUP,
-                                 repeats=REPEATS)
+        rt = self.runtime
+        for _ in range(RETIMES + 1):
+            t = rt.time(rotating, (), warmup=WARMUP, repeats=REPEATS)
+            why = rt.starved()
+            if why is None:
+                return t
+        self.starved.append(why)
+        return t
 
     def retimed(self, launch, t, floor):
         """t, or the fastest of up to RETIMES new measurements while the
@@ -668,7 +678,17 @@ class _Tuning:
             use_vendor=self.vtime is not None and (
                 best is None or self.vtime < best['time_s']),
             m=self.info.m, k=self.info.k, ldb=self.ldb, ldc=self.ldc,
-            vendor_error=self.verr, unstable=self.confirm())
+            vendor_error=self.verr, unstable=self.unstable())
+
+    def unstable(self):
+        """Why the times cannot rank the candidates, or None: timings taken
+        on a saturated CPU (the runtime's starved()), or a verdict that
+        does not hold when timed again (confirm())."""
+        confirm = self.confirm()
+        why = [f'the CPU was saturated: {len(self.starved)} timings measured '
+               f'the scheduler, not the kernel (first: {self.starved[0]})'
+               ] if self.starved else []
+        return '; '.join(why + ([confirm] if confirm else [])) or None
 
     def confirm(self):
         """Why the verdict is not to be trusted, or None.  The best

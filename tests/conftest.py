@@ -213,9 +213,12 @@ def no_source(request, monkeypatch):
 @pytest.fixture(autouse=True)
 def confirmed_verdicts(monkeypatch):
     """Timings on a shared test machine are noise: every tuning verdict
-    counts as confirmed (gimmik.tune.UNSTABLE_FACTOR infinite), except in
-    tests of the confirmation, which set the factor back."""
+    counts as confirmed (gimmik.tune.UNSTABLE_FACTOR infinite) and no
+    timing as starved of CPU (gimmik.runtime.c.STARVED_WAIT infinite),
+    except in tests of these, which set them back."""
     monkeypatch.setattr('gimmik.tune.UNSTABLE_FACTOR', float('inf'),
+                        raising=False)
+    monkeypatch.setattr('gimmik.runtime.c.STARVED_WAIT', float('inf'),
                         raising=False)
 
 

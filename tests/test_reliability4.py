@@ -16,9 +16,13 @@ import pytest
 from gimmik import cache
 from gimmik.c import CMatMul
 from gimmik.cli import main
+from gimmik.runtime import c as runtime_c
 from gimmik.runtime.c import Runtime as CRuntime
 
 INT_MAX = 2**31 - 1
+# conftest's confirmed_verdicts turns the starvation check off; test 4 puts
+# this back
+STARVED_WAIT = getattr(runtime_c, 'STARVED_WAIT', None)
 
 
 @pytest.fixture(autouse=True)
@@ -280,10 +284,11 @@ FOREIGN = ['tune/notes.txt', 'tune/results.json', 'tune/0123456789abcdef.json.or
 
 
 def test_3_clear_removes_only_what_gimmik_wrote(tmp_path, capsys,
-                                                cache_dir):
+                                                cache_dir, monkeypatch):
     """--clear-cache and --clear-builds remove gimmik's entries (results,
     libraries, reports, a write's leftover temporary file) and leave every
     other file under the cache directories alone."""
+    monkeypatch.setattr(runtime_c, '_loaded', {})   # built into this cache
     path = tmp_path / 'ops.npz'
     np.savez(path, a=np.array([[1.0, 0.0, 2.0], [0.0, -1.0, 0.5]]))
     assert main(['tune', f'{path}:a', '--platform', 'c', '--n', '64']) == 0
@@ -527,3 +532,48 @@ def test_14_sigterm_in_a_table_write_lets_it_finish(tmp_path):
     assert _rows_done(tmp_path) == 1
     assert {r['operator'] for r in csv_rows(
         tmp_path / 'out' / 'candidates.csv')} == {'x0'}
+
+
+# -- 4: a saturated CPU --------------------------------------------------------
+class _Scheduler:
+    """Stands in for what the kernel says about the process's scheduling
+    (gimmik.runtime.c._preemptions, _run_queue_wait): on a saturated CPU
+    every launch is preempted and its threads wait for a CPU longer than it
+    runs; on a quiet one neither happens."""
+
+    def __init__(self, saturated):
+        self.saturated = saturated
+        self.switches = self.wait = 0
+
+    def preemptions(self):
+        self.switches += self.saturated
+        return self.switches
+
+    def run_queue_wait(self):
+        self.wait += 0.5*self.saturated
+        return self.wait
+
+
+@pytest.mark.parametrize('saturated', [True, False])
+def test_4_saturated_cpu_is_reported_not_cached(monkeypatch, cache_dir,
+                                                saturated):
+    """Every timing on a saturated CPU measures the scheduler's slice: the
+    result says so (unstable, in the table) and is not cached; on a quiet
+    CPU the same tuning is cached."""
+    from gimmik.tune import format_table, tune
+    monkeypatch.setattr(runtime_c, 'STARVED_WAIT', STARVED_WAIT,
+                        raising=False)
+    sched = _Scheduler(saturated)
+    monkeypatch.setattr(runtime_c, '_preemptions', sched.preemptions,
+                        raising=False)
+    monkeypatch.setattr(runtime_c, '_run_queue_wait', sched.run_queue_wait,
+                        raising=False)
+    A = np.array([[1.0, 0.0, 2.0], [0.0, -1.0, 0.5]])
+    res = tune(A, n=64, platform='c')
+    if saturated:
+        assert res.unstable and 'saturated' in res.unstable, res.unstable
+        assert 'timings unstable' in format_table(res)
+        assert not tune(A, n=64, platform='c').cached
+    else:
+        assert res.unstable is None
+        assert tune(A, n=64, platform='c').cached

@@ -101,6 +101,12 @@ class Runtime(ABC):
         there is a device)."""
 
     @abstractmethod
+    def starved(self):
+        """Why the last time() measured the scheduler rather than the
+        kernel (the process was starved of CPU on a saturated machine), or
+        None; a runtime that cannot tell says None."""
+        return None
+
     def copy_bandwidth(self, nbytes):
         """Measured device-to-device copy bandwidth in bytes/s for a copy of
         nbytes."""

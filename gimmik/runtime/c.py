@@ -19,6 +19,7 @@ import ctypes
 import hashlib
 import os
 import platform as _platform
+import resource
 import shlex
 import shutil
 import statistics
@@ -42,6 +43,38 @@ _MARCH_OK = set('abcdefghijklmnopqrstuvwxyz0123456789-_.')
 
 _lock = threading.Lock()
 _loaded = {}   # hash of source, compiler and flags -> ctypes.CDLL
+
+# A timing measured the scheduler, not the kernel (a saturated CPU: every
+# launch waits out other processes' time slices) when more than half of
+# its launches were preempted and the process's threads waited for a CPU
+# at least STARVED_WAIT of the time the launches took (or, where the kernel
+# does not say how long they waited, got less than 1 - STARVED_WAIT of a
+# CPU)
+STARVED_WAIT = 0.5
+
+
+def _preemptions():
+    """Involuntary context switches of the process's threads so far."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+
+
+def _run_queue_wait():
+    """Seconds the process's threads have waited on a run queue so far, or
+    None where /proc/self/task/TID/schedstat does not say."""
+    try:
+        tids = os.listdir('/proc/self/task')
+    except OSError:
+        return None
+    wait = 0
+    for tid in tids:
+        try:
+            with open(f'/proc/self/task/{tid}/schedstat') as f:
+                wait += int(f.read().split()[1])
+        except FileNotFoundError:   # a thread that has just ended
+            continue
+        except (OSError, ValueError, IndexError):
+            return None
+    return wait / 1e9
 
 
 def _cpuinfo(field):
@@ -276,14 +309,27 @@ class Runtime(_Runtime):
 
     # -- timing ----------------------------------------------------------
     def time(self, launch, args, *, warmup=2, repeats=10):
+        """Median wall time of launch(*args); whether the process was
+        starved of CPU meanwhile is left for starved()."""
         for _ in range(warmup):
             launch(*args)
-        times = []
+        times, preempted = [], 0
+        switches = _preemptions
+        w0, cpu0 = _run_queue_wait(), time.process_time()
         for _ in range(repeats):
+            before = switches()
             t0 = time.perf_counter()
             launch(*args)
             times.append(time.perf_counter() - t0)
+            preempted += switches() > before
+        w1, cpu1 = _run_queue_wait(), time.process_time()
+        self._starved = _starvation(
+            times, preempted, None if None in (w0, w1) else w1 - w0,
+            cpu1 - cpu0)
         return statistics.median(times)
+
+    def starved(self):
+        return self.__dict__.get('_starved')
 
     def copy_bandwidth(self, nbytes):
         """Bytes read plus bytes written per second by a copy of nbytes
@@ -298,6 +344,25 @@ class Runtime(_Runtime):
         t = self.time(fn, (n, src.ctypes.data, dst.ctypes.data), warmup=1,
                       repeats=5)
         return 2*src.nbytes / t
+
+
+def _starvation(times, preempted, wait, cpu):
+    """Why launches of these wall times, `preempted` of them preempted,
+    their threads having waited `wait` seconds for a CPU (None: unknown)
+    and used `cpu` seconds of it, timed the scheduler; or None."""
+    wall = sum(times)
+    if 2*preempted <= len(times) or wall <= 0:
+        return None
+    if wait is not None:
+        if wait < STARVED_WAIT*wall:
+            return None
+        how = f'its threads waited for a CPU {wait/wall:.0%} of the time'
+    else:
+        if cpu >= (1 - STARVED_WAIT)*wall:
+            return None
+        how = f'it got {cpu/wall:.0%} of a CPU'
+    return (f'{preempted} of {len(times)} launches preempted, {how} '
+            f'(median {statistics.median(times)*1e3:.3g} ms)')
 
 
 # The copy that copy_bandwidth times
