@@ -277,10 +277,11 @@ def csv_rows(path):
         return list(csv.DictReader(f))
 
 
-# -- 3: clearing removes gimmik's files only -----------------------------------
-FOREIGN = ['tune/notes.txt', 'tune/results.json', 'tune/0123456789abcdef.json.orig',
-           'c/libfoo.so', 'c/mine/kernel.so', 'emulate/keep.me',
-           'isa/report.json', 'isa/.hidden']
+# -- 3: clearing removes gimmik's files only ---------------------------------
+FOREIGN = ['tune/notes.txt', 'tune/results.json',
+           'tune/0123456789abcdef.json.orig', 'c/libfoo.so',
+           'c/mine/kernel.so', 'emulate/keep.me', 'isa/report.json',
+           'isa/.hidden']
 
 
 def test_3_clear_removes_only_what_gimmik_wrote(tmp_path, capsys,
@@ -534,7 +535,7 @@ def test_14_sigterm_in_a_table_write_lets_it_finish(tmp_path):
         tmp_path / 'out' / 'candidates.csv')} == {'x0'}
 
 
-# -- 4: a saturated CPU --------------------------------------------------------
+# -- 4: a saturated CPU ------------------------------------------------------
 class _Scheduler:
     """Stands in for what the kernel says about the process's scheduling
     (gimmik.runtime.c._preemptions, _run_queue_wait): on a saturated CPU
