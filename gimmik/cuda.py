@@ -336,6 +336,10 @@ BAKED_MMA_ONLY_NNZ = 1500
 # (bench/results/cuda-h100-context-ldtwin*-candidates.csv).
 PLAIN_B_MIN_VALUES = 25*2**20
 
+# The most used B rows an m-split stages in one chunk at run-time n
+# (CUDAMatMul._adapt).
+RUNTIME_ONE_CHUNK = 24
+
 # Streaming families run this many threads per block.
 STREAM_BLOCK = 128
 
@@ -419,6 +423,16 @@ class CUDAMatMul(MatMul):
         if (self.runtime_client_grid and 'blocks' in params
                 and row.family in (MmaGemm, CstreamKparts)):
             params = {k: v for k, v in params.items() if k != 'blocks'}
+        # at run-time n an m-split stages B's used rows, up to
+        # RUNTIME_ONE_CHUNK of them, in one chunk: one barrier a column
+        # tile instead of two (H200, n = 110080, in context: p4-quad-m6's
+        # 20 used rows in chunks of 16 ran 1.12x upstream's one chunk of
+        # 24, bench/results/cuda-h200-context-runtime-n-plainb.csv)
+        nused = len(self.info.bix)
+        if (self.runtime_client_grid and row.family is BstreamMsplit
+                and params.get('width', 1) == 1
+                and params['bsz'] < nused <= RUNTIME_ONE_CHUNK):
+            params = dict(params, bsz=nused)
         # evict-first B loads become plain ones on panels of many L2s
         # (PLAIN_B_MIN_VALUES)
         if (params.get('ld') == 'cs' and self.n is not None
