@@ -8,9 +8,12 @@
 # .pyfr-client), one imported mesh per case shared by both packages so the solutions compare element
 # by element.  Each package gets its own venv (/tmp/pyfr-cl-up, /tmp/pyfr-cl-ours) with PyFR 3.1,
 # mpich, pyopencl and pocl-binary-distribution from the package index (WHEELS=DIR installs from a
-# folder of wheels instead) and gimmik==4.0 or this project (`pip install .`, not editable); each
-# must pass `pip check`.  PyFR reaches PoCL through the OpenCL loader bundled in pyopencl's wheel.
-# Writes OUT/pyfr-opencl-pocl.csv (OUT default bench/results): per case and package the median
+# folder of wheels instead) and gimmik==4.0 or this project (`pip install .`, not editable, or the
+# wheel OURS=WHL); each must pass `pip check`.  PyFR reaches PoCL through the OpenCL loader bundled in pyopencl's wheel.
+# ICD=LIB (or ICD=nvidia: the driver's libnvidia-opencl.so.1) runs on that OpenCL driver instead,
+# registered through an ICD file in a temporary folder (OCL_ICD_VENDORS), without PoCL; PLATFORM
+# and DEVTYPE (default 0 and gpu there, PoCL's name and cpu here) choose PyFR's device.
+# Writes OUT/NAME.csv (OUT default bench/results, NAME pyfr-opencl-pocl): per case and package the median
 # ms per step (solver only, over REPS processes, and the spread), start-up, the microseconds of
 # generated kernels a right-hand side, and the final solution's max abs / rel difference to
 # upstream's.
@@ -21,14 +24,25 @@ CLIENT=${CLIENT:-.pyfr-client}; OUTD=${OUT:-bench/results}; mkdir -p "$OUTD"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"; ROOT="$(dirname "$HERE")"
 TMPD=$(mktemp -d /tmp/pyfr-cl-run.XXXXXX)
 export PYTHONUNBUFFERED=1
+POCL=pocl-binary-distribution; SUF=""
+PLATFORM=${PLATFORM:-portable computing language}; DEVTYPE=${DEVTYPE:-cpu}
+if [ -n "${ICD:-}" ]; then
+  if [ "$ICD" = nvidia ]; then
+    ICD=$(ls /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so* /usr/lib64/libnvidia-opencl.so* 2>/dev/null | head -1)
+    [ -n "$ICD" ] || { echo "libnvidia-opencl.so not found" >&2; exit 2; }
+    PLATFORM=${PLATFORM/portable computing language/0}; DEVTYPE=gpu
+  fi
+  mkdir -p $TMPD/icd && realpath "$ICD" > $TMPD/icd/gimmik.icd
+  export OCL_ICD_VENDORS=$TMPD/icd; POCL=""; SUF=-icd
+fi
 
 venv() {  # venv LABEL -> path of a PyFR venv holding that label's gimmik
-  local v=/tmp/pyfr-cl-$1 pkg=gimmik==4.0
-  [ $1 = ours ] && pkg=$ROOT
+  local v=/tmp/pyfr-cl-$1$SUF pkg=gimmik==4.0
+  [ $1 = ours ] && pkg=${OURS:-$ROOT}
   if [ ! -x $v/bin/pyfr ]; then
     python3 -m venv $v
     $v/bin/pip install -q ${WHEELS:+--no-index --find-links "$WHEELS"} \
-        pyfr==3.1 mpich pyopencl pocl-binary-distribution "$pkg" 2>&1 | grep -iv warning | tail -3 >&2
+        pyfr==3.1 mpich pyopencl $POCL "$pkg" 2>&1 | grep -iv warning | tail -3 >&2
     $v/bin/pip check >&2 || { echo "pip check failed in $v" >&2; exit 2; }
   fi
   echo $v
@@ -47,8 +61,8 @@ for c in $CASES; do
   M=$TMPD/mesh-$ET-$N-$P; mkdir -p $M
   $up/bin/python "$CLIENT/pyfr_case.py" $ET $N $P $M --steps 10 --dt 2e-4 | tail -1
   ( cd $M && $up/bin/pyfr import mesh.msh mesh.pyfrm >import.log 2>&1 ) || { echo "import failed"; tail -3 $M/import.log; exit 2; }
-  # PoCL's CPU device, in double precision
-  printf '\n[backend-opencl]\nplatform-id = portable computing language\ndevice-type = cpu\ndevice-id = 0\n' >> $M/case.ini
+  # PoCL's CPU device (or the ICD's), in double precision
+  printf '\n[backend-opencl]\nplatform-id = %s\ndevice-type = %s\ndevice-id = 0\n' "$PLATFORM" "$DEVTYPE" >> $M/case.ini
   for r in $(seq 1 $REPS); do
     for pkg in up ours; do
       v=$(venv $pkg); W=$TMPD/run-$pkg-$ET; rm -rf $W; mkdir -p $W
@@ -59,7 +73,7 @@ for c in $CASES; do
     done
   done
 done
-$up/bin/python - "$TMPD" "$OUTD/pyfr-opencl-pocl.csv" <<'EOF'
+$up/bin/python - "$TMPD" "$OUTD/${NAME:-pyfr-opencl-pocl}.csv" <<'EOF'
 import csv, statistics, sys
 import numpy as np
 tmpd, out = sys.argv[1:]

@@ -1,0 +1,59 @@
+"""bench/opencl_h200.py --quick on PoCL's CPU device: PyFR 3.1's OpenCL
+walk over this package's and upstream 4.0's OpenCLMatMul, both picks
+checked and timed.  Needs upstream's wheel (.whl/pyfr, or
+GIMMIK_UPSTREAM_WHEEL); skipped without it or without an OpenCL device."""
+
+import csv
+import glob
+import json
+import os
+
+import pytest
+
+from gimmik.pyfr import PROTOCOLS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WHEEL = os.environ.get('GIMMIK_UPSTREAM_WHEEL') or next(iter(sorted(
+    glob.glob(os.path.join(ROOT, '.whl', 'pyfr', 'gimmik-4.0-*.whl')))),
+    None)
+
+opencl = pytest.importorskip('gimmik.runtime.opencl')
+pytestmark = pytest.mark.skipif(not WHEEL, reason='no upstream 4.0 wheel')
+
+
+def test_quick_walk(tmp_path):
+    try:
+        opencl.Runtime()
+    except (opencl.RuntimeUnavailable, ImportError) as e:
+        pytest.skip(str(e))
+    from bench import opencl_h200
+    assert opencl_h200.main(['--quick', '--ops', 'p1-hex-m0,p2-tet-m3',
+                             '--repeats', '2', '--upstream', WHEEL,
+                             '--out', str(tmp_path), '--name', 'q']) == 0
+    rows = list(csv.DictReader(open(tmp_path / 'q.csv')))
+    assert [r['op'] for r in rows] == ['p1-hex-m0', 'p2-tet-m3']
+    for r in rows:
+        assert r['ours_variant'] and r['up_pick'], r
+        # each pick exact against float64 NumPy, C poisoned where beta = 0
+        assert float(r['ours_err']) <= 1e-12 and float(r['up_err']) <= 1e-12
+        assert abs(float(r['ratio']) - float(r['ours_us'])
+                   / float(r['up_us'])) < 1e-3*float(r['ratio']) + 1e-3
+        assert float(r['copy_gbps']) > 0
+        walks = [w.split() for w in (r['ours_walk'], r['up_walk'])]
+        assert all(1 <= len(w) <= PROTOCOLS['3.1', 'opencl'].nkerns
+                   for w in walks)
+        # the pick is a candidate the walk timed
+        assert r['ours_variant'] in {x.rsplit(':', 1)[0] for x in walks[0]}
+    assert json.load(open(tmp_path / 'q-walks.json'))['rows'][0]['op'] == \
+        'p1-hex-m0'
+
+
+def test_budget_stops_before_an_operator(tmp_path):
+    try:
+        opencl.Runtime()
+    except (opencl.RuntimeUnavailable, ImportError) as e:
+        pytest.skip(str(e))
+    from bench import opencl_h200
+    opencl_h200.main(['--quick', '--budget', '0', '--upstream', WHEEL,
+                      '--out', str(tmp_path), '--name', 'b'])
+    assert list(csv.DictReader(open(tmp_path / 'b.csv'))) == []
