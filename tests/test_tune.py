@@ -720,7 +720,7 @@ def test_tune_rejects_sizes(label, sizes, exc, arg):
 
 
 @pytest.mark.usefixtures('no_source')
-@pytest.mark.parametrize('platform', ['rocm', 'HIP', 'opencl', '', None, 3,
+@pytest.mark.parametrize('platform', ['rocm', 'HIP', 'metal', '', None, 3,
                                       'c; rm -rf /'])
 def test_tune_rejects_platform(platform):
     with raises_naming((ValueError, TypeError), 'platform'):
