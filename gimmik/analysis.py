@@ -159,7 +159,11 @@ def shared_row_groups(S, budget):
     live = np.flatnonzero(S.any(axis=1))
     if not live.size:
         return (tuple(range(m)),)
-    sup, inv = np.unique(S[live], axis=0, return_inverse=True)
+    # the distinct supports, as np.unique(S[live], axis=0) orders them
+    # (big-endian packed bits sort as the rows do), 8x fewer bytes to sort
+    packed, inv = np.unique(np.packbits(S[live], axis=1), axis=0,
+                            return_inverse=True)
+    sup = np.unpackbits(packed, axis=1, count=k).astype(bool)
     inv = np.asarray(inv).ravel()
     members = [list(live[inv == c]) for c in range(len(sup))]
     # counts as floats: BLAS products, exact far beyond any k
@@ -172,10 +176,13 @@ def shared_row_groups(S, budget):
     score = np.where(union <= budget, O*(2*k + 1) - union, -1)
     np.fill_diagonal(score, -1)
     dead = np.zeros(len(sup), dtype=bool)
+    # each row's best score and its first column: the first best pair in
+    # row-major order without a scan of the whole matrix each merge
+    rbest, rarg = score.max(axis=1), score.argmax(axis=1)
     while True:
-        best = int(np.argmax(score))
-        a, b = divmod(best, len(sup))
-        if score[a, b] < 0:
+        a = int(np.argmax(rbest))
+        b = int(rarg[a])
+        if rbest[a] < 0:
             break
         P[a] = np.maximum(P[a], P[b])
         size[a] = P[a].sum()
@@ -183,12 +190,23 @@ def shared_row_groups(S, budget):
         members[b] = None
         dead[b] = True
         score[b, :] = score[:, b] = -1
-        over = P @ P[a]
+        # overlaps with the merged group, from its columns alone (within
+        # the budget), not a product with all of P
+        over = P[:, np.flatnonzero(P[a])].sum(axis=1)
         union = size + size[a] - over
         row = np.where(union <= budget, over*(2*k + 1) - union, -1)
         row[dead] = -1
         row[a] = -1
         score[a, :] = score[:, a] = row
+        # rows whose best was at a or b rescan; the rest compare column a
+        redo = (rarg == a) | (rarg == b)
+        redo[a] = True
+        rbest[b], rarg[b], redo[b] = -1, 0, False
+        up = ~redo & ((row > rbest) | ((row == rbest) & (a < rarg)))
+        rbest[up], rarg[up] = row[up], a
+        idx = np.flatnonzero(redo)
+        rbest[idx] = score[idx].max(axis=1)
+        rarg[idx] = score[idx].argmax(axis=1)
     groups = sorted((sorted(int(i) for i in g) for g in members
                      if g is not None), key=lambda g: g[0])
     for i in np.flatnonzero(~S.any(axis=1)):
@@ -208,33 +226,41 @@ def union_row_blocks(S, size):
     m = S.shape[0]
     if size < 1:
         raise ValueError(f'union_row_blocks: size {size} < 1')
-    # counts as floats: BLAS products, exact far beyond any k
-    P = S.astype(np.float64)
     left = np.ones(m, dtype=bool)
     order = []
     while left.any():
-        order += _union_block(S, P, left, size)
+        order += _union_block(S, left, size)
     return tuple(order)
 
 
-def _union_block(S, P, left, size):
+def _union_block(S, left, size):
     """union_row_blocks' next block of the rows `left` (a mask, cleared
-    for the rows taken; P: S as floats): a list of at most size rows."""
+    for the rows taken): a list of at most size rows."""
+    m, k = S.shape
+    rowsize = S.sum(axis=1).astype(np.int64)
     idx = np.flatnonzero(left)
-    seed = int(idx[np.argmax(P[idx].sum(axis=1))])
+    seed = int(idx[np.argmax(rowsize[idx])])
     left[seed] = False
     block = [seed]
     union = S[seed].copy()
+    # each row's columns in the union, updated by the columns each pick
+    # adds: a step costs O(m) plus its new columns, not a matrix product
+    shared = S[:, union].sum(axis=1).astype(np.int64)
+    # the pick: fewest new columns, then most shared, then lowest index,
+    # as one integer key (k, m <= MAX_DIM: far inside int64)
+    rank = np.arange(m, dtype=np.int64)
+    taken = np.iinfo(np.int64).max
     for _ in range(size - 1):
-        idx = np.flatnonzero(left)
-        if not idx.size:
+        if not left.any():
             break
-        new = P[idx] @ ~union
-        shared = P[idx] @ union
-        best = int(idx[np.lexsort((idx, -shared, new))[0]])
+        key = ((rowsize - shared)*(k + 1) + (k - shared))*m + rank
+        best = int(np.argmin(np.where(left, key, taken)))
         left[best] = False
         block.append(best)
-        union |= S[best]
+        added = S[best] & ~union
+        if added.any():
+            shared += S[:, added].sum(axis=1)
+            union |= added
     return block
 
 
@@ -303,9 +329,8 @@ def _bisect(S, p1, p2, cap, low):
         for v in pins:
             rnets[v].append(j)
     best = None
-    P = S.astype(np.float64)
-    grown = _union_block(S, P, np.ones(n, dtype=bool), size0)
-    P = P[:, S.any(axis=0)]
+    grown = _union_block(S, np.ones(n, dtype=bool), size0)
+    P = S[:, S.any(axis=0)].astype(np.float64)
     for order in (range(n), grown):
         side = [1]*n
         for v in list(order)[:size0]:

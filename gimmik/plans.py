@@ -96,6 +96,10 @@ def msplit_plan(A, msplit, bsz, even=False, min_loads=None):
               else balanced_row_groups(A, msplit))
     bix = np.flatnonzero((A != 0).any(axis=0))
     chs = chunks([int(j) for j in bix], bsz)
+    # each used column's non-zero rows, ascending: a group's terms of a
+    # column are a slice of them (a scan of every row of every group per
+    # column made the plan cost m x k Python steps)
+    nzrows = {int(j): np.flatnonzero(A[:, j]) for j in bix}
     started = set()
     updates, loads = [], []
     for ch in chs:
@@ -103,10 +107,11 @@ def msplit_plan(A, msplit, bsz, even=False, min_loads=None):
         for y, (r0, r1) in enumerate(groups):
             ups = []
             for r, j in enumerate(ch):
-                for i in range(r0, r1):
-                    if A[i, j] != 0:
-                        ups.append((i - r0, A[i, j], r, i not in started))
-                        started.add(i)
+                rows = nzrows[j]
+                lo, hi = np.searchsorted(rows, (r0, r1))
+                for i in rows[lo:hi].tolist():
+                    ups.append((i - r0, A[i, j], r, i not in started))
+                    started.add(i)
             per_y.append(ups)
             load_y.append(list(range(y, len(ch), msplit)))
         updates.append(per_y)
@@ -157,6 +162,12 @@ def warprows_plan(A, msplit, bsz):
     # the B position (chunk-major) of each row's first and last term
     nz = [[pos[int(j)] for j in np.flatnonzero(A[i])] for i in range(m)]
     last = {i: max(p) for i, p in enumerate(nz) if p}
+    # each used column's non-zero rows of each warp, ascending (as
+    # msplit_plan: not a scan of every row per column)
+    nzrows = {}
+    for j in bix:
+        col = np.flatnonzero(A[:, j])
+        nzrows[j] = [col[col % msplit == y].tolist() for y in range(msplit)]
     steps, loads, live = [], [], 0
     started = set()
     for q, ch in enumerate(chs):
@@ -165,10 +176,9 @@ def warprows_plan(A, msplit, bsz):
             walk = []
             for r, j in enumerate(ch):
                 ups = []
-                for i in rows[y]:
-                    if A[i, j] != 0:
-                        ups.append((i, A[i, j], i not in started))
-                        started.add(i)
+                for i in nzrows[j][y]:
+                    ups.append((i, A[i, j], i not in started))
+                    started.add(i)
                 if ups:
                     done = [i for i, _, _ in ups if last[i] == q*bsz + r]
                     walk.append((r, ups, done))

@@ -99,7 +99,9 @@ def kparts_plan(A, groups, parts, shared, warps, min_loads=None):
                 continue
             sub = np.zeros((len(live), A.shape[1]))
             sub[:, c] = np.asarray(A)[np.ix_(live, c)]
-            found = [_group(A, [live[g] for g in grp], c, p, touched, slot)
+            Sc = S[:, c]
+            found = [_group(A, Sc, [live[g] for g in grp], c, p, touched,
+                            slot)
                      for grp in shared_row_groups(sub, shared)]
             block.append(tuple(_batched(own, min_loads)
                                for own in _deal(found, warps)))
@@ -110,8 +112,9 @@ def kparts_plan(A, groups, parts, shared, warps, min_loads=None):
     return out
 
 
-def _group(A, rows, cols, p, touched, slot):
-    S = np.asarray(A)[:, cols] != 0
+def _group(A, S, rows, cols, p, touched, slot):
+    # S: A's pattern at cols, made once a part (here per group, it made
+    # the plan cubic in m: a 1024 x 1024 identity took seconds)
     loads = tuple(int(cols[j]) for j in np.flatnonzero(S[rows].any(axis=0)))
     out = []
     for i in rows:
