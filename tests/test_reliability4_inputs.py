@@ -152,6 +152,104 @@ def test_large_sparse_identity_offer_is_not_cubic(platform):
          f'm = 1024, more than quadratic growth')
 
 
+# -- 10: the executor checks a meta against its source -----------------------
+def _guarded(rows, n, pad=4):
+    """A (rows x n) view of NaN-poisoned memory with `pad` rows of guard
+    values after it: what a kernel writing past c leaves there shows."""
+    whole = np.full((rows + pad, n), np.nan)
+    whole[rows:] = 7.0
+    return whole[:rows], whole
+
+
+@pytest.mark.parametrize('runner', ['hip', 'cuda'])
+def test_executor_refuses_another_operators_meta(runner, rng):
+    """Defect 10: a source run with the meta of another operator (fewer
+    rows of C) is refused before it runs, not left to write past c."""
+    from gimmik.cuda import CUDAMatMul
+    from gimmik.emulate import run_cuda, run_hip
+    from gimmik.hip import HIPMatMul
+    cls, run = {'hip': (HIPMatMul, run_hip),
+                'cuda': (CUDAMatMul, run_cuda)}[runner]
+    big = rng.standard_normal((8, 3))
+    small = rng.standard_normal((4, 3))
+    src, _ = next(iter(cls(big).kernels(np.float64)))
+    _, meta = next(iter(cls(small).kernels(np.float64)))
+    n = 70
+    b = rng.standard_normal((3, n))
+    c, whole = _guarded(4, n)
+    with pytest.raises(ValueError, match=r'declares A 8x3.*m = 4'):
+        run(src, meta, b, c)
+    assert (whole[4:] == 7.0).all() and np.isnan(c).all()
+
+
+def test_executor_refuses_a_meta_of_other_baked_sizes(rng):
+    """Defect 10: a source baked for n = 96 run with a meta saying n = 64
+    (its arrays of 64 columns) is refused."""
+    from gimmik.emulate import run_hip
+    from gimmik.hip import HIPMatMul
+    A = rng.standard_normal((4, 3))
+    src, _ = next(iter(HIPMatMul(A, n=96, ldb=96, ldc=96)
+                       .kernels(np.float64)))
+    _, meta = next(iter(HIPMatMul(A, n=64, ldb=64, ldc=64)
+                        .kernels(np.float64)))
+    # rows of 64 columns: the source's 96-column rows would reach row 6
+    b = rng.standard_normal((8, 64))[:3]
+    c, whole = _guarded(4, 64)
+    with pytest.raises(ValueError, match='n = 96'):
+        run_hip(src, meta, b, c)
+    assert (whole[4:] == 7.0).all() and np.isnan(c).all()
+
+
+def test_executor_refuses_a_block_over_the_launch_bounds(rng):
+    """Defect 10: a meta whose block has more threads than the source's
+    launch bounds (extra waves would compute rows past m) is refused."""
+    from gimmik.emulate import run_hip
+    from gimmik.hip import HIPMatMul
+    A = rng.standard_normal((4, 3))
+    src, meta = next(iter(HIPMatMul(A).kernels(np.float64)))
+    block = meta['launch']['block']
+    meta = {**meta, 'block': (block[0], 4*block[1], 1),
+            'launch': {**meta['launch'], 'block': (block[0], 4*block[1], 1)}}
+    with pytest.raises(ValueError, match='launch bounds'):
+        run_hip(src, meta, rng.standard_normal((3, 64)), np.zeros((4, 64)))
+
+
+def test_c_runtime_refuses_another_operators_meta(rng, tmp_path,
+                                                 monkeypatch):
+    """Defect 10, the same check where a runtime compiles a kernel (here
+    the C one's: its launch checks the arrays against meta alone)."""
+    from gimmik.c import CMatMul
+    from gimmik.runtime.c import Runtime
+    monkeypatch.setenv('GIMMIK_CACHE_DIR', str(tmp_path))
+    src, _ = next(iter(CMatMul(rng.standard_normal((8, 3)))
+                       .kernels(np.float64)))
+    _, meta = next(iter(CMatMul(rng.standard_normal((4, 3)))
+                        .kernels(np.float64)))
+    with pytest.raises(ValueError, match=r'declares A 8x3.*m = 4'):
+        Runtime().compile(src, meta)
+
+
+def test_executor_runs_every_candidate_with_its_own_meta(rng):
+    """Defect 10, no false alarm: every HIP and CUDA candidate of an
+    operator, n at run time and baked, passes the check with its own meta
+    (and not with a meta of one row more)."""
+    from gimmik.cuda import CUDAMatMul
+    from gimmik.emulate import check_source
+    from gimmik.hip import HIPMatMul
+    A = np.load(SUITES[0])['p2-hex-m460']
+    seen = 0
+    for cls in (HIPMatMul, CUDAMatMul):
+        for n in (None, 96):
+            for dtype in (np.float64, np.float32):
+                for src, meta in cls(A, n=n, ldb=n, ldc=n).kernels(dtype):
+                    check_source(src, meta)
+                    # ... and each declares its shape: one row more is not
+                    with pytest.raises(ValueError, match='declares'):
+                        check_source(src, {**meta, 'm': meta['m'] + 1})
+                    seen += 1
+    assert seen > 40
+
+
 if __name__ == '__main__':
     if sys.argv[1:] != ['--write-plans']:
         sys.exit(__doc__)

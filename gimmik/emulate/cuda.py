@@ -5,7 +5,7 @@ templates provide (GIMMIK_EMULATE, GIMMIK_CP_ASYNC; see the shim)."""
 
 import os
 
-from gimmik.emulate import compile_kernel, launch, panel_sizes
+from gimmik.emulate import check_source, compile_kernel, launch, panel_sizes
 
 _SHIM = os.path.join(os.path.dirname(__file__), 'cuda_shim.h')
 _CXXFLAGS = ['-O1', '-std=c++20', '-pthread', '-shared', '-fPIC', '-w',
@@ -15,6 +15,7 @@ _CXXFLAGS = ['-O1', '-std=c++20', '-pthread', '-shared', '-fPIC', '-w',
 def run_cuda(src, meta, b, c, *, kname=None, grid=None):
     """Run a generated CUDA kernel on the CPU, updating c in place; b, c,
     grid and the checks as for gimmik.emulate.run_hip."""
+    check_source(src, meta)
     n, ldb, ldc = panel_sizes(meta, b, c)
     if kname is None:
         kname = meta.get('kname', 'gimmik_mm')

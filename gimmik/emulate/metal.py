@@ -5,7 +5,8 @@ shim's threadIdx, blockIdx, blockDim and gridDim."""
 
 import os
 
-from gimmik.emulate import _CXXFLAGS, compile_kernel, launch, panel_sizes
+from gimmik.emulate import (_CXXFLAGS, check_source, compile_kernel, launch,
+                             panel_sizes)
 
 _SHIM = os.path.join(os.path.dirname(__file__), 'metal_shim.h')
 _POSITION = ('threadIdx', 'blockIdx', 'blockDim', 'gridDim')
@@ -14,6 +15,7 @@ _POSITION = ('threadIdx', 'blockIdx', 'blockDim', 'gridDim')
 def run_metal(src, meta, b, c, *, kname=None, grid=None):
     """Run a generated Metal kernel on the CPU, updating c in place; b, c,
     grid (threadgroups) and the checks as for gimmik.emulate.run_hip."""
+    check_source(src, meta)
     n, ldb, ldc = panel_sizes(meta, b, c)
     if kname is None:
         kname = meta.get('kname', 'gimmik_mm')

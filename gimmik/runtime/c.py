@@ -252,6 +252,9 @@ class Runtime(_Runtime):
                               .encode()).hexdigest()[:24]
 
     def compile(self, src, meta):
+        from gimmik.emulate import check_source
+        # the launch checks the buffers against meta: meta must be src's
+        check_source(src, meta)
         kname = meta.get('kname', 'gimmik_mm')
         lib = self.build(src, kname)
         fn = getattr(lib, kname)

@@ -152,6 +152,9 @@ class Runtime(_Runtime):
         """A launch function from a cubin from build(), from an already
         loaded module holding the kernel (load_module), or from the source
         through NVRTC when both are None."""
+        from gimmik.emulate import check_source
+        # the launch trusts meta's sizes: meta must be src's
+        check_source(src, meta)
         if module is None and cubin is not None:
             module = self.load_module(cubin)
         elif module is None:

@@ -201,6 +201,9 @@ class Runtime(_Runtime):
     # -- kernels ---------------------------------------------------------
     def compile(self, src, meta):
         from gimmik.base import MatMul
+        from gimmik.emulate import check_source
+        # the launch checks the buffers against meta: meta must be src's
+        check_source(src, meta)
         hip = self._hip
         kname = meta.get('kname', 'gimmik_mm')
         code = build(src, meta, self.arch)

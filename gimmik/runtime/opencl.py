@@ -15,7 +15,7 @@ import time as _time
 
 import numpy as np
 
-from gimmik.emulate import client_grid, panel_sizes
+from gimmik.emulate import check_source, client_grid, panel_sizes
 from gimmik.errors import MissingExtra, RuntimeUnavailable
 from gimmik.runtime import Runtime as _Runtime, blas, failed_launch
 from gimmik.validate import check_kname
@@ -71,6 +71,7 @@ def run_opencl(src, meta, b, c, *, grid=None):
     (default the meta's contract)."""
     from gimmik.opencl import OpenCLMatMul
     cl = load_opencl()
+    check_source(src, meta)
     n, ldb, ldc = panel_sizes(meta, b, c)
     ctx, queue = device_context(np.dtype(meta['dtype']) == np.float64)
     try:
@@ -210,6 +211,8 @@ class Runtime(_Runtime):
 
     def compile(self, src, meta):
         from gimmik.opencl import OpenCLMatMul
+        # the launch checks the buffers against meta: meta must be src's
+        check_source(src, meta)
         cl = self._cl
         dtype = np.dtype(meta['dtype'])
         if dtype == np.float64 and not self.dev.double_fp_config:
