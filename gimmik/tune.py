@@ -273,8 +273,9 @@ def environmental(exc):
     return any(marker.lower() in text for marker in ENVIRONMENT_ERRORS)
 
 
-def _check_panel(x, name, rows, n, dtype):
-    """A caller's host panel: a 2-D array of rows x (>= n)."""
+def _check_panel(x, name, rows, n, dtype, writable=False):
+    """A caller's host panel: a 2-D array of rows x (>= n); writable where
+    tune() restores it."""
     if not isinstance(x, np.ndarray):
         raise TypeError(f'{name} must be a NumPy array, not '
                         f'{type(x).__name__}')
@@ -284,6 +285,10 @@ def _check_panel(x, name, rows, n, dtype):
     if x.dtype != dtype:
         raise TypeError(f'{name} has dtype {x.dtype}, tuning is for '
                         f'{np.dtype(dtype).name}')
+    # refused here, not when the run ends restoring it
+    if writable and not x.flags.writeable:
+        raise ValueError(f'{name} is read-only: tune() restores {name} when '
+                         f'it ends; pass a writable array (or a copy)')
 
 
 def _ld_align(ldb, ldc, cap=16):
@@ -318,8 +323,11 @@ def tune(A, *, beta=0.0, dtype='float64', n=None, ldb=None, ldc=None,
 
     `runtime` (a gimmik.runtime.Runtime) overrides `platform`.  `progress`
     is called as progress(done, total, variant) after each candidate.  `b`
-    and `c` are optional host panels (k x >= n, m x >= n) whose values are
-    used for the check; `c` is restored before returning, even on error.
+    and `c` are optional host panels (k x >= n, m x >= n, c writable) whose
+    values the timings run on where all finite; the check runs on fresh
+    random panels whatever they hold (zeros would pass any kernel that
+    scales its result, and the verdict is cached for the operator, not for
+    these values); `c` is restored before returning, even on error.
     """
     A = check_matrix(A)
     beta = check_scalar(beta, 'beta')
@@ -353,7 +361,7 @@ def tune(A, *, beta=0.0, dtype='float64', n=None, ldb=None, ldc=None,
     if b is not None:
         _check_panel(b, 'b', k, n, dt)
     if c is not None:
-        _check_panel(c, 'c', m, n, dt)
+        _check_panel(c, 'c', m, n, dt, writable=True)
     check_memory(m, k, n, ldb, ldc, np.dtype(dt).itemsize)
 
     key = cache.tune_key(A, beta=beta, dtype=dname, platform=runtime.name,
@@ -443,14 +451,19 @@ class _Tuning:
         itemsize = np.dtype(dt).itemsize
         rng = np.random.default_rng()
 
-        # Host panels with sentinel padding: the caller's values when they
-        # are all finite (NaN or Inf in them would make every check
-        # vacuous), fresh random ones otherwise; with beta = 0 the output a
-        # candidate starts from is poisoned with NaN
+        # Host panels with sentinel padding.  The check's: fresh random
+        # values always (the caller's could be degenerate, zeros passing a
+        # kernel that scales C, and the verdict is cached for the
+        # operator); with beta = 0 the output a candidate starts from is
+        # poisoned with NaN.  The timings': the caller's values where all
+        # finite, else the check's
+        b, c = _finite_or(b, n), _finite_or(c, n)
         with np.errstate(over='ignore', invalid='ignore'):
-            p = Panels(rng, A, beta, dt, n, ldb, ldc, b=_finite_or(b, n),
-                       c=_finite_or(c, n))
-        check_product_range(p.ref, p.scale, dt)
+            p = t = Panels(rng, A, beta, dt, n, ldb, ldc)
+            if b is not None or c is not None:
+                t = Panels(rng, A, beta, dt, n, ldb, ldc, b=b, c=c)
+        for x in {id(p): p, id(t): t}.values():
+            check_product_range(x.ref, x.scale, dt)
         self.tol = TOLERANCE[np.dtype(dt).name]
 
         # Buffer sets to rotate through when one set fits in the cache
@@ -458,16 +471,19 @@ class _Tuning:
         self.llc = int(runtime.cache_bytes() or 0)
         self.nsets = 1 if setbytes > self.llc else min(
             MAX_SETS, -(-2*self.llc // max(setbytes, 1)))
-        check_memory(m, k, n, ldb, ldc, itemsize, self.nsets)
-        self.bufs = [(runtime.upload(p.bfull), runtime.upload(p.c0))
+        # (the check's panels a set more where the timings' are the caller's)
+        check_memory(m, k, n, ldb, ldc, itemsize,
+                     self.nsets + (t is not p))
+        self.bufs = [(runtime.upload(t.bfull), runtime.upload(t.c0))
                      for _ in range(self.nsets)]
         self.moved = moved_bytes(info, beta, n, itemsize)
 
         # Checks compare on the device where the runtime can (compare()):
-        # the start of C, a copy of B and the exact result are put there
-        # once
+        # B, a copy of it, the start of C and the exact result are put
+        # there once
+        self.bcheck = runtime.upload(p.bfull)
         self.cstart = runtime.upload(p.cfull)
-        self.b_copy = runtime.clone(self.bufs[0][0])
+        self.b_copy = runtime.clone(self.bcheck)
         self.exact = runtime.reference(p.ref, p.scale)
 
         self.cands, self.best, self.launches = [], None, {}
@@ -482,12 +498,12 @@ class _Tuning:
         (the output buffer, its error against ref, why it cannot be right
         beyond its values: '' when nothing, else the C padding written or B
         modified, B then being restored)."""
-        rt, bufs = self.runtime, self.bufs
+        rt = self.runtime
         cbuf = rt.clone(self.cstart)
-        launch(bufs[0][0], cbuf, self.n, self.ldb, self.ldc)
+        launch(self.bcheck, cbuf, self.n, self.ldb, self.ldc)
         err, padok = rt.compare(cbuf, ref, self.cstart, self.n)
-        if not rt.same(bufs[0][0], self.b_copy):
-            bufs[0] = (rt.clone(self.b_copy), bufs[0][1])
+        if not rt.same(self.bcheck, self.b_copy):
+            self.bcheck = rt.clone(self.b_copy)
             return cbuf, err, 'modified B'
         return cbuf, err, '' if padok else 'wrote the padding of C beyond n'
 

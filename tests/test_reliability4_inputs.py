@@ -250,6 +250,81 @@ def test_executor_runs_every_candidate_with_its_own_meta(rng):
     assert seen > 40
 
 
+# -- 11, 12: tune()'s caller panels ------------------------------------------
+def _tune_operator():
+    """A small fixed operator: its C kernels are built once per process."""
+    rng = np.random.default_rng(11)
+    A = rng.standard_normal((6, 5))
+    A[rng.random((6, 5)) < 0.4] = 0.0
+    A[:, 0] = 1.0
+    return A
+
+
+def test_tune_refuses_read_only_c_before_tuning(tmp_path, monkeypatch):
+    """Defect 11: a read-only c is refused up front, naming c, not after a
+    whole tuning run that then fails restoring it."""
+    from types import SimpleNamespace
+    from gimmik import tune as tune_mod
+    monkeypatch.setenv('GIMMIK_CACHE_DIR', str(tmp_path))
+    runs = []
+
+    def fake_tune(*args):
+        runs.append(args)
+        return SimpleNamespace(unstable=None)
+    monkeypatch.setattr(tune_mod, '_tune', fake_tune)
+    A = _tune_operator()
+    c = np.ones((6, 64))
+    c.flags.writeable = False
+    with pytest.raises(ValueError, match='c is read-only'):
+        tune_mod.tune(A, beta=1.0, n=64, platform='c', use_cache=False,
+                      b=np.ones((5, 64)), c=c)
+    assert not runs, 'tuned before refusing c'
+
+
+def _scaling_runtime():
+    """The C runtime with one candidate that doubles its output: right
+    only where B and C are zero."""
+    from gimmik.runtime.c import Runtime
+
+    class Doubling(Runtime):
+        WRONG = None
+
+        def compile(self, src, meta):
+            good = super().compile(src, meta)
+            if Doubling.WRONG is None:
+                Doubling.WRONG = meta['variant']
+            if meta['variant'] != Doubling.WRONG:
+                return good
+
+            def launch(b, c, n, ldb, ldc):
+                good(b, c, n, ldb, ldc)
+                c[:, :n] *= 2.0
+            return launch
+    return Doubling()
+
+
+@pytest.mark.parametrize('beta', [0.0, 1.0])
+def test_tune_with_zero_panels_still_catches_a_wrong_kernel(
+        tmp_path, monkeypatch, beta):
+    """Defect 12: zeros for b (and c) make every output zero; the check
+    must still catch a kernel that doubles C (it checks its own random
+    panels), and so the verdict cached under the operator's key holds."""
+    from gimmik.tune import tune
+    monkeypatch.setenv('GIMMIK_CACHE_DIR', str(tmp_path))
+    monkeypatch.setattr('gimmik.tune.WARMUP', 1)
+    monkeypatch.setattr('gimmik.tune.REPEATS', 3)
+    monkeypatch.setattr('gimmik.tune.COPY_BYTES', (1 << 20, 1 << 20))
+    rt = _scaling_runtime()
+    n = 256
+    b, c = np.zeros((5, n)), np.zeros((6, n))
+    res = tune(_tune_operator(), beta=beta, n=n, runtime=rt, b=b, c=c)
+    by = {x['variant']: x for x in res.candidates}
+    wrong = by[type(rt).WRONG]
+    assert not wrong['correct'] and 'relative error' in wrong['error']
+    assert res.best is not None and res.best['variant'] != type(rt).WRONG
+    assert not b.any() and not c.any()
+
+
 if __name__ == '__main__':
     if sys.argv[1:] != ['--write-plans']:
         sys.exit(__doc__)
