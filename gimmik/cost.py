@@ -187,7 +187,7 @@ ARCHES = {
         # at full bandwidth (queues at the memory controllers): 1.5 us,
         # 2.5x the idle ~0.6 us of Hopper microbenchmark papers.  First
         # pick within 5 % of the best on the PyFR-walk H100 times
-        # (bench/cost_validate.py; gemm / ordered / walk files): 59/57/61
+        # (bench/model/cost_validate.py; gemm / ordered / walk files): 59/57/61
         # % at 0.65 us, 73/63/66 % at 1.0, 80/65/66 % at 1.2, 92/66/68 %
         # at 1.5, 90/66/68 % at 2.0
         latency_s=1.5e-6,
@@ -841,7 +841,7 @@ def diverse(items, family_of, first=FIRST, per_family=MAX_PER_FAMILY,
 
 
 # Columns estimated where neither the caller nor the generator gives n:
-# PyFR's panel of a 22k-element hex mesh (bench/pyfr_walk.py)
+# PyFR's panel of a 22k-element hex mesh (bench/pyfr/pyfr_walk.py)
 DEFAULT_N = 110080
 
 

@@ -315,7 +315,8 @@ MAX_STREAM_NNZ_SPARSE = 16384
 # BAKED_MMA_ONLY_NNZ non-zeros or more: PyFR compiles every candidate it
 # times at start-up.  The recorded H100 times at n = 110080 keep the best
 # offered within 2 % of the best recorded on every PyFR operator but one
-# (bench/pyfr_startup.py --summary, bench/results/pyfr-startup-analysis.md);
+# (bench/pyfr/pyfr_startup.py --summary,
+# bench/results/pyfr-startup-analysis.md);
 # PyFR 3.1 on the H100 with this cut: cold start-up tet p4 (filter off)
 # 10.98 -> 8.98 s, pyr p4 11.78 -> 9.19 s, tet p3 12.21 -> 9.27 s, the same
 # ms per step (bench/results/pyfr-e2e-h100-startup.csv).
@@ -329,7 +330,7 @@ BAKED_MMA_ONLY_NNZ = 1500
 # it is many L2s nothing of it stays there anyway, and with n baked the
 # rows whose panel (rows of B used times n) has more than
 # PLAIN_B_MIN_VALUES values (200 MiB in f64, four H100 L2s) load B plainly
-# (ld 'plain').  H100, in PyFR's place (bench/in_context.py), each 'cs'
+# (ld 'plain').  H100, in PyFR's place (bench/pyfr/in_context.py), each 'cs'
 # candidate beside its plain twin: panels of 54-108 MiB, plain 1.03-1.09x
 # the time (one 0.99x); 134 MiB 1.01-1.02x; 210-227 MiB 0.98-1.005x;
 # 269-538 MiB 0.97-0.99x (one 1.05x: msplit16)

@@ -106,13 +106,13 @@ else cost.DEFAULT_N), from the plans and the families' register
 estimates (no compiler at generation time), with cost.rank's family
 diversity among the first cost.FIRST: nothing on AMD can be timed here,
 and the estimate is the one ordering validated (on the CUDA twin of the
-same templates, bench/cost_validate.py; docs/cost-model.md).  Every HIP
+same templates, bench/model/cost_validate.py; docs/cost-model.md).  Every HIP
 row is placed by it (none says tail).
 
 The CUDA rules follow the H100 times of every candidate: at 512 MiB panels, n
 not baked (bench/results/cuda-h100-candidates.csv), and at PyFR's panel
 for a 22k-element hex mesh, n = 110080 baked
-(bench/results/pyfr-walk-h100-candidates.csv).  bench/order_analysis.py
+(bench/results/pyfr-walk-h100-candidates.csv).  bench/model/order_analysis.py
 replays PyFR's walk on both (bench/results/order-replay.{csv,log}).
 """
 

@@ -1,4 +1,4 @@
-"""bench/opencl_h200.py --quick on PoCL's CPU device: PyFR 3.1's OpenCL
+"""bench/opencl/opencl_h200.py --quick on PoCL's CPU device: PyFR 3.1's OpenCL
 walk over this package's and upstream 4.0's OpenCLMatMul, both picks
 checked and timed.  Needs upstream's wheel (.whl/pyfr, or
 GIMMIK_UPSTREAM_WHEEL); skipped without it or without an OpenCL device."""
@@ -26,7 +26,7 @@ def test_quick_walk(tmp_path):
         opencl.Runtime()
     except (opencl.RuntimeUnavailable, ImportError) as e:
         pytest.skip(str(e))
-    from bench import opencl_h200
+    from bench.opencl import opencl_h200
     assert opencl_h200.main(['--quick', '--ops', 'p1-hex-m0,p2-tet-m3',
                              '--repeats', '2', '--upstream', WHEEL,
                              '--out', str(tmp_path), '--name', 'q']) == 0
@@ -53,7 +53,7 @@ def test_budget_stops_before_an_operator(tmp_path):
         opencl.Runtime()
     except (opencl.RuntimeUnavailable, ImportError) as e:
         pytest.skip(str(e))
-    from bench import opencl_h200
+    from bench.opencl import opencl_h200
     opencl_h200.main(['--quick', '--budget', '0', '--upstream', WHEEL,
                       '--out', str(tmp_path), '--name', 'b'])
     assert list(csv.DictReader(open(tmp_path / 'b.csv'))) == []

@@ -1,4 +1,4 @@
-"""bench/cost_validate.py: reading both candidate CSV formats, mapping
+"""bench/model/cost_validate.py: reading both candidate CSV formats, mapping
 measured variants to today's candidates and the per-operator figures
 (CPU only; plan facts, no nvcc)."""
 
@@ -14,7 +14,7 @@ from gimmik import cost
 from gimmik.cuda import CUDAMatMul
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'bench'))
+sys.path.insert(0, os.path.join(ROOT, 'bench', 'model'))
 
 import cost_validate as cv  # noqa: E402
 

@@ -3,8 +3,8 @@ installed) every candidate compiled for sm_80 and sm_90 with no local-memory
 spills, and mma-gemm kernels run on the CPU by gimmik.emulate.run_cuda.
 The fragment bakes are tested in test_fragments.
 
-Numerics on silicon are checked on the device (bench/cuda_bench.py --check);
-CI has no GPU."""
+Numerics on silicon are checked on the device (bench/cuda/cuda_bench.py
+--check); CI has no GPU."""
 
 import concurrent.futures as cf
 import os
@@ -375,7 +375,7 @@ def test_big_candidates_compile_without_spills(rng):
 
 def _long_cases(rng):
     """Shapes whose long unrolled candidates spilled on operators of other
-    point sets (bench/cuda_spill_audit.py): A's rows in one m-block of the
+    point sets (bench/cuda/cuda_spill_audit.py): A's rows in one m-block of the
     capped 64 x 64 tile; half-dense tall and wide operators with
     thousands of non-zeros, beta 0 and 1."""
     return [('one-mblock', rng.standard_normal((56, 168)), 0.0, 2, True),

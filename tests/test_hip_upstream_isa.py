@@ -1,7 +1,8 @@
-"""bench/hip_upstream_isa.py: PyFR's HIP filter, the vector types declared
-for upstream's sources, the identical-source detection and the per-column
-arithmetic; with clang, an upstream-style width-2 kernel compiled through
-gimmik.isa; with upstream GiMMiK 4.0 present, its wasted slots found."""
+"""bench/hip_offline/hip_upstream_isa.py: PyFR's HIP filter, the vector
+types declared for upstream's sources, the identical-source detection and
+the per-column arithmetic; with clang, an upstream-style width-2 kernel
+compiled through gimmik.isa; with upstream GiMMiK 4.0 present, its wasted
+slots found."""
 
 import os
 import sys
@@ -13,7 +14,7 @@ from gimmik import isa
 from gimmik.runtime import RuntimeUnavailable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'bench'))
+sys.path.insert(0, os.path.join(ROOT, 'bench', 'hip_offline'))
 
 import hip_upstream_isa as hu  # noqa: E402
 
@@ -195,7 +196,7 @@ def test_upstream_style_vector_source_compiles():
 def test_upstream_beta0_preload_slots_are_copies(monkeypatch):
     """Upstream's first 8 for a PyFR operator at beta 0 repeat sources;
     at beta 1 they do not."""
-    import upstream as upl
+    from bench import upstream as upl
     # load afresh, whatever another test loaded before
     monkeypatch.setattr(upl, '_loaded', {})
     for k in [k for k in sys.modules if upl._is_pkg(k, upl.UP_NAME)]:

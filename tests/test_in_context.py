@@ -1,4 +1,4 @@
-"""bench/in_context.py without a GPU: the step sizes, the memory-policy
+"""bench/pyfr/in_context.py without a GPU: the step sizes, the memory-policy
 source variants (compiled by nvcc where it is installed), the sequencing
 and ratios of the in-context timing over a fake timer, and its CSVs."""
 
@@ -13,9 +13,9 @@ import pytest
 
 from gimmik.cuda import CUDAMatMul
 
-from bench import in_context as ic
-from bench import pyfr_walk as pw
-from bench import walk_report
+from bench.pyfr import in_context as ic
+from bench.pyfr import pyfr_walk as pw
+from bench.pyfr import walk_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

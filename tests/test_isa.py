@@ -495,8 +495,9 @@ def test_isa_inspect_rejects_src(label, src, exc):
 # -- the register-bounded rows on large sparse operators ---------------------
 # Operators with many rows of distinct shapes (hex, prism-like): the first 8
 # candidates offered with n baked compile without scratch and at least 3 of
-# them reach 2 waves per SIMD on both arches (bench/hip_offer_audit.py
-# checks every operator PyFR's HIP backend sends).
+# them reach 2 waves per SIMD on both arches
+# (bench/hip_offline/hip_offer_audit.py checks every operator PyFR's HIP
+# backend sends).
 BOUNDED_OPS = [('p3-hex-m460', 0.0), ('p4-hex-m460', 0.0)]
 PYFR_N = 110080
 
@@ -556,8 +557,8 @@ def test_reordered_mfma_gemm_offered_batched(name):
 # nearly every row: cstream-mblock in 16 groups on a p4-pri-m6-shaped
 # operator (225 x 105, beta 1) 4 times a group of 31 loads, cstream on a
 # p4-hex-m6-shaped one 391 times on 525 loads.  In batches of 8 loads a
-# block's path waits at most once per 8 loads (bench/hip_offer_audit.py's
-# target).
+# block's path waits at most once per 8 loads
+# (bench/hip_offline/hip_offer_audit.py's target).
 BATCHED_WAITS = [('p4-pri-m6', 1.0, 'cstream-mblock',
                   dict(width=1, groups=16)),
                  ('p4-hex-m6', 1.0, 'cstream', dict(width=1))]
@@ -584,8 +585,8 @@ def _baked_reports(name, beta, family, params, baked=True,
 
 def assert_loads_batched(rep, what, paths=1):
     """No scratch, and at most one full wait per 8 loads over `paths` row
-    groups (bench/hip_offer_audit.py's judge)."""
-    from bench.hip_offer_audit import vm0_ok
+    groups (bench/hip_offline/hip_offer_audit.py's judge)."""
+    from bench.hip_offline.hip_offer_audit import vm0_ok
 
     assert rep['scratch_bytes'] == 0, what
     loads = sum(rep['global_loads'].values())

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from bench import order_analysis as oa
+from bench.model import order_analysis as oa
 from gimmik.analysis import analyse
 from gimmik.base import Candidate
 from gimmik.cuda import PLAIN_B_MIN_VALUES, CUDAMatMul
@@ -495,7 +495,7 @@ def test_hip_first_8_keep_the_offer_targets(name):
     operators at PyFR's n: at least 6 distinct candidates among the first
     8 (all where fewer are offered), at least 3 of them at >= 2 waves per
     SIMD by the plan's registers and LDS (clang-19's are checked by
-    bench/hip_offer_audit.py)."""
+    bench/hip_offline/hip_offer_audit.py)."""
     from gimmik.hip import HIPMatMul
     with np.load(OPS) as z:
         A = z[name]

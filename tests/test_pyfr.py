@@ -31,7 +31,7 @@ SMALL_A = 4096
 # build of the largest takes minutes); --full runs every operator
 MAX_A = 50000
 # The CUDA twin at run-time n: the CUDA source of a family launched by PyFR
-# main's HIP rule (what bench/in_context.py times against upstream)
+# main's HIP rule (what bench/pyfr/in_context.py times against upstream)
 TWIN = PROTOCOLS['main', 'hip']
 
 

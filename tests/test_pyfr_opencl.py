@@ -3,7 +3,8 @@ box (Euler, a smooth bump) advanced with this package's OpenCLMatMul and
 with a naive reference generator (tests/pyfr_opencl_driver.py) gives the
 same solution.  Runs only where PyFR 3.1 is importable (it is no test
 dependency: `pip install pyfr==3.1 mpich` beside the test extra); the
-comparison with upstream GiMMiK's kernels is bench/pyfr_opencl_e2e.sh."""
+comparison with upstream GiMMiK's kernels is
+bench/opencl/pyfr_opencl_e2e.sh."""
 
 import itertools
 import json

@@ -1,4 +1,4 @@
-"""bench/pyfr_startup.py's pure parts: which operators an Euler case hands
+"""bench/pyfr/pyfr_startup.py's pure parts: which operators an Euler case hands
 the generator, duplicate sources counted once, and the per-case sums."""
 
 import os
@@ -9,7 +9,7 @@ import pytest
 
 BENCH = os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), 'bench')
-sys.path.insert(0, BENCH)
+sys.path.insert(0, os.path.join(BENCH, 'pyfr'))
 
 import pyfr_startup as ps  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""The walk log of bench/pyfr_steps.py (CPU only, a stand-in for PyFR's
+"""The walk log of bench/pyfr/pyfr_steps.py (CPU only, a stand-in for PyFR's
 CUDA provider module driving this package's CUDAMatMul)."""
 
 import os
@@ -6,7 +6,7 @@ import types
 
 import numpy as np
 
-from bench import pyfr_steps
+from bench.pyfr import pyfr_steps
 from conftest import random_operator
 from gimmik.cuda import CUDAMatMul
 
@@ -79,7 +79,7 @@ def test_compare_reports_the_relative_difference(tmp_path, capsys):
 
 def test_walk_log_applies_a_cut():
     """--cut: the provider's walk is offered the cut's candidates."""
-    from bench import pyfr_startup
+    from bench.pyfr import pyfr_startup
     # dense, 4675 non-zeros
     A = np.load(os.path.join(ROOT, 'bench', 'operators',
                              'pyfr-ops.npz'))['p4-pyr-m0']

@@ -1,5 +1,5 @@
-"""The PyFR provider replay of bench/walk_replay.py (CPU only, fake
-timers), the render step of bench/walk_timing.py and the loader that puts
+"""The PyFR provider replay of bench/pyfr/walk_replay.py (CPU only, fake
+timers), the render step of bench/pyfr/walk_timing.py and the loader that puts
 upstream GiMMiK beside this package (bench/upstream.py)."""
 
 import os
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from bench import upstream as upl
-from bench import walk_replay as pw
-from bench.walk_timing import _render_compile, src_key
+from bench.pyfr import walk_replay as pw
+from bench.pyfr.walk_timing import _render_compile, src_key
 from gimmik.base import Candidate, MatMul, PRUNE_FACTOR
 from gimmik.cuda import CUDAMatMul
 
@@ -183,7 +183,7 @@ def test_dense_filter():
 
 
 def test_moved_bytes_counts_c_twice_with_beta():
-    from bench.walk_timing import moved_bytes
+    from bench.pyfr.walk_timing import moved_bytes
     assert moved_bytes(3, 5, 0.0, 7) == (5 + 3)*8*7
     assert moved_bytes(3, 5, -0.5, 7) == (5 + 6)*8*7
     assert moved_bytes(3, 5, 1.0, 7, itemsize=4) == (5 + 6)*4*7
@@ -281,7 +281,7 @@ def test_upstream_wheel_side_by_side(monkeypatch):
             del sys.modules[k]
 
 
-# -- bench/pyfr_walk.py's run_one over a stand-in device ---------------------
+# -- bench/pyfr/pyfr_walk.py's run_one over a stand-in device -----------------
 
 class _FakeDevice:
     """Loads a 'cubin' (the variant's name), times a launch by the table
@@ -358,7 +358,7 @@ def _run_one(tmp_path, monkeypatch, retimes=None):
     """run_one over the fake device on p1-quad-m0 with random times:
     (row, A, n, the generator, its candidates, times, the candidates'
     CSV path)."""
-    from bench import pyfr_walk
+    from bench.pyfr import pyfr_walk
     name = 'p1-quad-m0'
     A = np.load(os.path.join(ROOT, 'bench', 'operators',
                              'pyfr-ops.npz'))[name]
@@ -421,7 +421,7 @@ def test_best_of_all_is_the_fastest_timed_again(tmp_path, monkeypatch):
     PyFR's timing and the walk's pick, as they run timed again together:
     not the one a single PyFR-style timing put first, nor one beyond the
     BEST_RETIMED (not timed again)."""
-    from bench import pyfr_walk
+    from bench.pyfr import pyfr_walk
     row, _, _, mm, cands, times, _ = _run_one(tmp_path, monkeypatch)
     by_time = sorted(times[c.variant] for c in cands)
     order = sorted((c.variant for c in cands), key=times.get)

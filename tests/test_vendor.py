@@ -11,7 +11,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from bench import cuda_bench
+from bench.cuda import cuda_bench
 from conftest import Panels, random_operator
 from gimmik.runtime import blas, cublaslt, failed_launch, pick_vendor
 from gimmik.runtime.c import Runtime as CRuntime

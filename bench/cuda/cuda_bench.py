@@ -2,7 +2,7 @@
 suite: `gimmik sweep --platform cuda` with panels of B + C >= --mib MiB per
 operator, then a summary.
 
-    PYTHONPATH=. python3 bench/cuda_bench.py --out DIR [--ops GLOBS]
+    PYTHONPATH=. python3 bench/cuda/cuda_bench.py --out DIR [--ops GLOBS]
         [--suite FILE.npz] [--mib 512] [--budget 480] [--no-cublaslt]
 
 DIR/sweep.csv has one row per operator (f64; beta = 1 for m3 and m6, else
@@ -16,7 +16,7 @@ output for the candidates) before it is timed.  The summary counts the
 operators whose vendor time is above CuPy's plain cupy-gemm formulation.
 No operator is started after --budget seconds; the same command resumes.
 
-    PYTHONPATH=. python3 bench/cuda_bench.py --check [--families mma-gemm]
+    PYTHONPATH=. python3 bench/cuda/cuda_bench.py --check [--families mma-gemm]
 
 runs every candidate family on the device against NumPy: the gpu-marked
 tests, python -m pytest -m gpu tests/test_cuda_gpu.py.
@@ -29,7 +29,8 @@ import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 
 
 def main(argv=None):
@@ -57,7 +58,7 @@ def main(argv=None):
         if args.families:
             os.environ['GIMMIK_CHECK_FAMILIES'] = args.families
         return pytest.main(['-q', '-m', 'gpu', '-p', 'no:cacheprovider',
-                            os.path.join(HERE, '..', 'tests',
+                            os.path.join(ROOT, 'tests',
                                          'test_cuda_gpu.py')])
 
     from gimmik.progress import SweepBar

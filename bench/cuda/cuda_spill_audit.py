@@ -19,7 +19,7 @@ Compiling is slow (tens of seconds for a big unrolled candidate), so
 results are cached by source hash and architecture under --cache (an
 ignored folder), nvcc runs under `nice`, a few sources per run.
 
-    PYTHONPATH=. python3 bench/cuda_spill_audit.py [--ops GLOBS]
+    PYTHONPATH=. python3 bench/cuda/cuda_spill_audit.py [--ops GLOBS]
         [--thinned] [--sizes rt4,baked] [--archs sm_90,sm_80] [--jobs 2]
         [--max-nnz N] [--budget S]
 
@@ -44,8 +44,12 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from bench import OPERATORS, RESULTS  # noqa: E402
 
 ARCH_CC = {'sm_80': (8, 0), 'sm_90': (9, 0)}
 PANEL_N = 110080
@@ -93,7 +97,7 @@ def thinned(A):
 
 def load_ops(patterns, thin, max_nnz, suites=None, min_nnz=0):
     ops = {}
-    for path in suites or sorted(glob.glob(os.path.join(HERE, 'operators',
+    for path in suites or sorted(glob.glob(os.path.join(OPERATORS,
                                                         '*.npz'))):
         with np.load(path) as f:
             for k in f.files:
@@ -246,7 +250,7 @@ def main(argv=None):
                     help='report what the cache holds, compile nothing')
     ap.add_argument('--cache', default=os.path.join(ROOT, '.devwork',
                                                     'spill-cache'))
-    ap.add_argument('--out', default=os.path.join(HERE, 'results',
+    ap.add_argument('--out', default=os.path.join(RESULTS,
                                                   'cuda-spill-audit.csv'))
     args = ap.parse_args(argv)
     nvcc = shutil.which('nvcc')

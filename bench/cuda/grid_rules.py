@@ -5,7 +5,7 @@ with n at run time, timed under its own grid (gimmik's launch_config) and
 under PyFR main's, ceil(n/block[0]) x 1 x 1 (the same source and binary;
 each output checked against cuBLAS under both), interleaved, medians.
 
-    PYTHONPATH=. python3 bench/grid_rules.py --n 110080 --out "$OUT" \\
+    PYTHONPATH=. python3 bench/cuda/grid_rules.py --n 110080 --out "$OUT" \\
         --ops 'p[3-6]-hex-*' 'p[3-6]-pri-*'
 
 Writes NAME.csv: op, variant, blocks under each rule, seconds under each,
@@ -19,12 +19,15 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 
-from bench import walk_timing as timing  # noqa: E402
-from bench.pyfr_walk import load_suite  # noqa: E402
-from bench.walk_replay import beta_of, kname_of, twin_mm  # noqa: E402
+from bench import OPERATORS, RESULTS  # noqa: E402
+from bench.pyfr import walk_timing as timing  # noqa: E402
+from bench.pyfr.pyfr_walk import load_suite  # noqa: E402
+from bench.pyfr.walk_replay import beta_of, kname_of, twin_mm  # noqa: E402
 from gimmik.base import MatMul  # noqa: E402
 from gimmik.pyfr import PROTOCOLS  # noqa: E402
 
@@ -47,12 +50,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--ops', nargs='+', default=['p[3-6]-hex-*',
                                                  'p[3-6]-pri-*'])
-    ap.add_argument('--suite', default=os.path.join(HERE, 'operators',
+    ap.add_argument('--suite', default=os.path.join(OPERATORS,
                                                     'pyfr-ops.npz'))
     ap.add_argument('--n', type=int, default=110080)
     ap.add_argument('--repeats', type=int, default=20)
     ap.add_argument('--out', default=os.environ.get('OUT') or
-                    os.path.join(HERE, 'results'))
+                    RESULTS)
     ap.add_argument('--name', default='cuda-h200-grid-rules')
     ap.add_argument('--budget', type=float, default=420,
                     help='start no operator after this many seconds')

@@ -1,7 +1,7 @@
 """Launch one gimmik candidate and one vendor formulation of an operator once
 each, for a profiler (Nsight Compute) to measure side by side.
 
-    ncu --set full -o REPORT python3 bench/ncu_gemm.py OPERATOR VARIANT
+    ncu --set full -o REPORT python3 bench/cuda/ncu_gemm.py OPERATOR VARIANT
         VENDOR [--mib 512]
 
 OPERATOR is a suite name or FILE.npz:KEY (gimmik.operators.load_operator),

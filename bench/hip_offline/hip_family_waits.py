@@ -7,9 +7,9 @@ one CSV row a candidate: its rank in the offer, family, global loads,
 --ops): full waits per global load, over the first 8 and over every
 offered candidate, and the mean waves a SIMD.
 
-    PYTHONPATH=. nice python3 bench/hip_family_waits.py --jobs 2 \\
+    PYTHONPATH=. nice python3 bench/hip_offline/hip_family_waits.py --jobs 2 \\
         --out bench/results/hip-family-waits-after.csv
-    python3 bench/hip_family_waits.py --summary \\
+    python3 bench/hip_offline/hip_family_waits.py --summary \\
         bench/results/hip-family-waits-after.csv [--ops OPS]
 
 gimmik is imported from PYTHONPATH (so that another checkout's generator
@@ -25,15 +25,16 @@ import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 
 FIELDS = ['op', 'arch', 'rank', 'variant', 'family', 'global_loads',
           'vmcnt0', 'occupancy', 'vgprs', 'agprs', 'scratch_bytes']
 
 
 def measure(patterns, arches, dtype, jobs):
-    sys.path.append(os.path.dirname(HERE))
-    from bench.hip_offer_audit import ALIGNE, PYFR_N, operators
+    sys.path.append(ROOT)
+    from bench.hip_offline.hip_offer_audit import ALIGNE, PYFR_N, operators
     from gimmik import HIPMatMul
     from gimmik.isa import inspect_many
     from gimmik.operators import default_beta

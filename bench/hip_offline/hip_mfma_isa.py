@@ -5,7 +5,8 @@ SIMD, scratch and LDS, one row per (operator, strides, candidate).
 f64; beta = 1 for m3 and m6, else 0; aligne 2 (16-byte accesses) and none
 (scalar accesses).  No GPU needed; reports are cached (gimmik.isa).
 
-    python bench/hip_mfma_isa.py --out bench/results/hip-mfma-isa.csv
+    PYTHONPATH=. python bench/hip_offline/hip_mfma_isa.py \\
+        --out bench/results/hip-mfma-isa.csv
 
 Prints, on stderr, the lowest waves per SIMD and highest scratch of each
 family and arch.

@@ -27,8 +27,9 @@ target with one wait allowed on each wave's path: in the families whose
 waves each run their own case of a switch on the wave index (WAVE_CASES),
 a kernel too small for a batch may wait once a wave, not once a block.
 
-    PYTHONPATH=. nice python3 bench/hip_offer_audit.py --name all
-    PYTHONPATH=. python3 bench/hip_offer_audit.py --ops 'p4-hex-m460' --name x
+    PYTHONPATH=. nice python3 bench/hip_offline/hip_offer_audit.py --name all
+    PYTHONPATH=. python3 bench/hip_offline/hip_offer_audit.py \\
+        --ops 'p4-hex-m460' --name x
 
 Operators are done in parallel clang processes (--jobs, default the CPU
 count); reports are cached (gimmik.isa), so a second run is fast.
@@ -44,12 +45,13 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from bench.walk_replay import pyfr_hip_sends  # noqa: E402
+from bench import OPERATORS, RESULTS  # noqa: E402
+from bench.pyfr.walk_replay import pyfr_hip_sends  # noqa: E402
 from gimmik import HIPMatMul  # noqa: E402
 from gimmik.isa import inspect_many  # noqa: E402
 from gimmik.operators import default_beta  # noqa: E402
@@ -82,7 +84,7 @@ FIELDS = ['op', 'm', 'k', 'nnz', 'density', 'dtype', 'n_mode', 'arch',
 def operators(patterns):
     out = {}
     for suite in SUITES:
-        with np.load(os.path.join(HERE, 'operators', suite)) as d:
+        with np.load(os.path.join(OPERATORS, suite)) as d:
             for name in d.files:
                 A = d[name]
                 if A.ndim != 2 or not any(fnmatch.fnmatch(name, p)
@@ -166,7 +168,7 @@ def main(argv=None):
     ap.add_argument('--ops', default='*',
                     help='comma-separated fnmatch globs of operator names')
     ap.add_argument('--name', default='all', help='CSV name suffix')
-    ap.add_argument('--out', default=os.path.join(HERE, 'results'))
+    ap.add_argument('--out', default=RESULTS)
     ap.add_argument('--jobs', type=int, default=os.cpu_count() or 1)
     ap.add_argument('--arch', nargs='+', default=list(ARCHES))
     ap.add_argument('--dtype', nargs='+', default=list(DTYPES))

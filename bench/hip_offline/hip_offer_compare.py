@@ -1,9 +1,10 @@
-"""Before/after table of two bench/hip_offer_audit.py CSVs (same
+"""Before/after table of two bench/hip_offline/hip_offer_audit.py CSVs (same
 operators, dtype and n mode): per operator, candidates offered, the best
 waves per SIMD among the first 8 and the worst scratch on gfx942 and
 gfx90a, as Markdown.
 
-    python3 bench/hip_offer_compare.py BEFORE.csv AFTER.csv > table.md
+    PYTHONPATH=. python3 bench/hip_offline/hip_offer_compare.py \\
+        BEFORE.csv AFTER.csv > table.md
 """
 
 import csv

@@ -1,9 +1,10 @@
-"""Per-target summary of bench/hip_offer_audit.py CSVs, as Markdown: for
-each (dtype, n mode, arch), how many operators meet each of the audit's
-targets, which do not and why, and which families' candidates break the
-loads-batched target.
+"""Per-target summary of bench/hip_offline/hip_offer_audit.py CSVs, as
+Markdown: for each (dtype, n mode, arch), how many operators meet each of
+the audit's targets, which do not and why, and which families' candidates
+break the loads-batched target.
 
-    python3 bench/hip_offer_summary.py bench/results/hip-offer-audit-*.csv
+    PYTHONPATH=. python3 bench/hip_offline/hip_offer_summary.py \\
+        bench/results/hip-offer-audit-*.csv
 """
 
 import collections
@@ -11,12 +12,13 @@ import csv
 import os
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 
-from hip_offer_audit import (MIN_AT_WAVES, MIN_DISTINCT,  # noqa: E402
-                             PYFR_NKERNS)
+from bench.hip_offline.hip_offer_audit import (  # noqa: E402
+    MIN_AT_WAVES, MIN_DISTINCT, PYFR_NKERNS)
 
 # (column, what it says), in table order; each a test of one CSV row
 TARGETS = [

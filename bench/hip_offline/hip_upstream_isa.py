@@ -29,9 +29,9 @@ where clang merged those branches or the kernel loops; ideal_bytes_col
 up_dups names upstream's first-8 candidates whose source is byte-identical
 to an earlier one (slots a tuner wastes).  A summary goes to stdout.
 
-    PYTHONPATH=. python bench/hip_upstream_isa.py --jobs 2
-    PYTHONPATH=. python bench/hip_upstream_isa.py --ops 'p4-hex-*' \\
-        --arch gfx942 --out-dir sample-out
+    PYTHONPATH=. python bench/hip_offline/hip_upstream_isa.py --jobs 2
+    PYTHONPATH=. python bench/hip_offline/hip_upstream_isa.py \\
+        --ops 'p4-hex-*' --arch gfx942 --out-dir sample-out
 
 No GPU needed; each report is cached by source hash (gimmik.isa), so a
 re-run compiles only the sources that changed.
@@ -46,16 +46,17 @@ import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 
 from gimmik import isa  # noqa: E402
 from gimmik.hip import HIPMatMul  # noqa: E402
 from gimmik.operators import OperatorNameError, suite  # noqa: E402
-from upstream import load_upstream  # noqa: E402
-from walk_replay import pyfr_hip_sends  # noqa: E402,F401
+from bench import OPERATORS, RESULTS  # noqa: E402
+from bench.pyfr.walk_replay import pyfr_hip_sends  # noqa: E402,F401
+from bench.upstream import load_upstream  # noqa: E402
 
 # PyFR 3.1's HIP provider
 PYFR_NKERNS = 8
@@ -64,8 +65,8 @@ WARP = 64
 
 N_DEFAULT = 110080
 ARCHES = ('gfx942', 'gfx90a')
-SUITES = (os.path.join(HERE, 'operators', 'pyfr-ops.npz'),
-          os.path.join(HERE, 'operators', 'pyfr-ops-p7.npz'))
+SUITES = (os.path.join(OPERATORS, 'pyfr-ops.npz'),
+          os.path.join(OPERATORS, 'pyfr-ops-p7.npz'))
 # Where upstream is looked for, in order (a folder holding its `gimmik`
 # package, or its wheel), relative to the repository root
 UPSTREAM_PATHS = ('.upstream/site', '.upstream/gimmik-4.0-py3-none-any.whl',
@@ -359,7 +360,7 @@ def main(argv=None):
                    help="upstream GiMMiK 4.0's unpacked folder or wheel "
                         f'(default: ${UPSTREAM_ENV}, then '
                         f'{", ".join(UPSTREAM_PATHS)})')
-    p.add_argument('--out-dir', default=os.path.join(HERE, 'results'))
+    p.add_argument('--out-dir', default=RESULTS)
     p.add_argument('--jobs', type=int, default=None,
                    help='parallel clang processes (default: CPU count)')
     args = p.parse_args(argv)

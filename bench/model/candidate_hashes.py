@@ -4,9 +4,9 @@ beta, aligne, n baked or not) the sha256 of the ordered list of (source,
 meta) that kernels() yields when drained with send(None).  Dicts inside
 meta (params) are compared with their keys sorted.
 
-    PYTHONPATH=. python3 bench/candidate_hashes.py --out before.jsonl
-    PYTHONPATH=. python3 bench/candidate_hashes.py --out after.jsonl
-    python3 bench/candidate_hashes.py --compare before.jsonl after.jsonl
+    PYTHONPATH=. python3 bench/model/candidate_hashes.py --out before.jsonl
+    PYTHONPATH=. python3 bench/model/candidate_hashes.py --out after.jsonl
+    python3 bench/model/candidate_hashes.py --compare before.jsonl after.jsonl
 
 Operators go smallest (fewest non-zeros) first and each one's line is
 written to --out as soon as it is done, so an interrupted run still
@@ -29,8 +29,9 @@ import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SUITES = [os.path.join(HERE, 'operators', f)
+OPERATORS = os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), 'operators')
+SUITES = [os.path.join(OPERATORS, f)
           for f in ('pyfr-ops.npz', 'pyfr-ops-p7.npz')]
 
 # n, ldb and ldc where the case bakes them (PyFR's panel of a 22k-element
@@ -101,7 +102,7 @@ def operator_cases(item):
     import gimmik
 
     suite, key = item
-    with np.load(os.path.join(HERE, 'operators', suite)) as ops:
+    with np.load(os.path.join(OPERATORS, suite)) as ops:
         A = ops[key]
     out = {}
     for platform, opts in PLATFORMS:

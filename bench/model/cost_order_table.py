@@ -11,7 +11,7 @@ give (waves_plan) and, with --isa, clang-19's (waves_isa; compiles every
 candidate once, then gimmik.isa's cache).
 
     git worktree add ../before <commit>
-    PYTHONPATH=. python bench/cost_order_table.py --before ../before \\
+    PYTHONPATH=. python bench/model/cost_order_table.py --before ../before \\
         --out bench/results/hip-order-before-after.csv --isa
 """
 
@@ -25,10 +25,12 @@ import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+
+from bench import OPERATORS  # noqa: E402
 
 from gimmik import cost  # noqa: E402
 from gimmik.hip import HIPMatMul  # noqa: E402
@@ -131,7 +133,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--ops', nargs='+', default=OPS,
                     help='fnmatch globs of operator names')
-    ap.add_argument('--suite', default=os.path.join(HERE, 'operators',
+    ap.add_argument('--suite', default=os.path.join(OPERATORS,
                                                     'pyfr-ops.npz'))
     ap.add_argument('--arch', nargs='+', default=['gfx942', 'gfx90a'])
     ap.add_argument('--n', type=int, default=PYFR_N)

@@ -1,6 +1,6 @@
 """Validate gimmik.cost's CUDA form on measured H100 candidate times.
 
-For every (operator, n) of a candidates CSV of bench/pyfr_walk.py (kind
+For every (operator, n) of a candidates CSV of bench/pyfr/pyfr_walk.py (kind
 'ours', status 'ok'), each measured variant is mapped to today's
 candidate of CUDAMatMul with PyFR's arguments (aligne 16, n = ldb = ldc
 baked); the mapped ones are estimated with gimmik.cost (arch sm_90) from
@@ -20,13 +20,13 @@ class on stdout.
 
 Offline (no GPU):
 
-    PYTHONPATH=. python bench/cost_validate.py \\
+    PYTHONPATH=. python bench/model/cost_validate.py \\
         bench/results/pyfr-walk-h100-gemm-candidates.csv --name gemm
 
 A fresh measurement on the device first (every candidate timed at
-PyFR's n by bench/pyfr_walk.py), then the validation of it:
+PyFR's n by bench/pyfr/pyfr_walk.py), then the validation of it:
 
-    PYTHONPATH=. python bench/cost_validate.py --measure \\
+    PYTHONPATH=. python bench/model/cost_validate.py --measure \\
         --ops 'p[1-6]-*' --name fresh --out-dir "$OUT"
 """
 
@@ -42,16 +42,16 @@ import tempfile
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
+
+from bench import BENCH, OPERATORS, RESULTS  # noqa: E402
 
 from gimmik import cost  # noqa: E402
 
-# PyFR's CUDA alignment: 128 bytes of f64 (bench/pyfr_walk.py)
+# PyFR's CUDA alignment: 128 bytes of f64 (bench/pyfr/pyfr_walk.py)
 ALIGNE = 16
 
 # The target: the estimate's first pick within this of the best
@@ -93,8 +93,8 @@ def spearman(x, y):
 
 def read_measured(path):
     """{(op, n, baked): [(variant, seconds, registers, local, shared)]}
-    of a candidates CSV of bench/pyfr_walk.py (n baked, ptxas facts
-    recorded) or of gimmik sweep / bench/cuda_bench.py (runtime n, kind
+    of a candidates CSV of bench/pyfr/pyfr_walk.py (n baked, ptxas facts
+    recorded) or of gimmik sweep / bench/cuda/cuda_bench.py (runtime n, kind
     'gimmik', no facts)."""
     out = collections.defaultdict(list)
     with open(path) as f:
@@ -151,7 +151,7 @@ def ptxas_facts(src, arch='sm_90'):
 def validate(measured, ops, facts_from='csv', ns=None):
     from gimmik.cuda import CUDAMatMul
     from gimmik.tune import _ld_align      # the sweep's aligne rule
-    from walk_replay import beta_of, split_name
+    from bench.pyfr.walk_replay import beta_of, split_name
     rows, unmapped = [], collections.Counter()
     for (name, n, baked), meas in sorted(measured.items()):
         if ns and n not in ns:
@@ -241,12 +241,12 @@ def summarise(rows, unmapped, out=sys.stdout):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('candidates', nargs='*',
-                    help='candidates CSVs of bench/pyfr_walk.py')
+                    help='candidates CSVs of bench/pyfr/pyfr_walk.py')
     ap.add_argument('--name', default=None,
                     help='output name: cost-validation-h100-NAME.csv')
-    ap.add_argument('--out-dir', default=os.path.join(HERE, 'results'))
+    ap.add_argument('--out-dir', default=RESULTS)
     ap.add_argument('--suite', nargs='+',
-                    default=[os.path.join(HERE, 'operators', 'pyfr-ops.npz')])
+                    default=[os.path.join(OPERATORS, 'pyfr-ops.npz')])
     ap.add_argument('--facts', choices=('csv', 'compile', 'plan'),
                     default='csv',
                     help="compiler facts: the CSV's registers/local/shared "
@@ -255,7 +255,7 @@ def main(argv=None):
                     "estimates")
     ap.add_argument('--measure', action='store_true',
                     help='first time every candidate on the device with '
-                    'bench/pyfr_walk.py at n ~ 110080 (needs a GPU)')
+                    'bench/pyfr/pyfr_walk.py at n ~ 110080 (needs a GPU)')
     ap.add_argument('--ops', nargs='+', default=['*'])
     ap.add_argument('--budget', type=float, default=480,
                     help='--measure: start no operator after this many '
@@ -270,10 +270,10 @@ def main(argv=None):
     if args.measure:
         name = f'pyfr-walk-cost-{args.name or "fresh"}'
         code = subprocess.call(
-            [sys.executable, os.path.join(HERE, 'pyfr_walk.py'), '--ops',
-             *args.ops, '--suite', args.suite[0], '--out', args.out_dir,
-             '--name', name, '--n', '110080', '--all-n', '110080',
-             '--budget', str(args.budget)])
+            [sys.executable, os.path.join(BENCH, 'pyfr', 'pyfr_walk.py'),
+             '--ops', *args.ops, '--suite', args.suite[0],
+             '--out', args.out_dir, '--name', name, '--n', '110080',
+             '--all-n', '110080', '--budget', str(args.budget)])
         if code:
             return code
         paths.append(os.path.join(args.out_dir, f'{name}-candidates.csv'))

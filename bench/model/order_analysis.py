@@ -15,7 +15,7 @@ datasets:
 --loo refits the order's baked-n constants leaving out one element type at
 a time and reports how the left-out type fares.
 
-    PYTHONPATH=. python3 bench/order_analysis.py [--csv OUT] [--loo]
+    PYTHONPATH=. python3 bench/model/order_analysis.py [--csv OUT] [--loo]
 """
 
 import argparse
@@ -27,19 +27,20 @@ import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if os.path.dirname(HERE) not in sys.path:
-    sys.path.insert(0, os.path.dirname(HERE))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 
-from bench.walk_replay import (beta_of, pyfr_aligne, pyfr_nuq,  # noqa
-                               pyfr_sends, replay_walk, split_name)
+from bench import OPERATORS, RESULTS  # noqa: E402
+from bench.pyfr.walk_replay import (  # noqa: E402
+    beta_of, pyfr_aligne, pyfr_nuq, pyfr_sends, replay_walk, split_name)
 from gimmik.cuda import CUDAMatMul  # noqa: E402
 import gimmik.order as gorder  # noqa: E402
 from gimmik.order import order_candidates  # noqa: E402
 
 MISS = 1.03
 
-RESULTS = os.path.join(HERE, 'results')
 DATASETS = {'512mib': os.path.join(RESULTS, 'cuda-h100-candidates.csv'),
             'pyfr': os.path.join(RESULTS, 'pyfr-walk-h100-candidates.csv')}
 
@@ -221,7 +222,7 @@ def leave_one_out(data, ops):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('--suite', default=os.path.join(HERE, 'operators',
+    ap.add_argument('--suite', default=os.path.join(OPERATORS,
                                                     'pyfr-ops.npz'))
     ap.add_argument('--dataset', choices=sorted(DATASETS), nargs='*',
                     default=sorted(DATASETS))

@@ -26,9 +26,11 @@ operator starts after --budget seconds.
 Device (NVIDIA's OpenCL, python 3.12, no network; from the project root):
     python3 -m venv /tmp/clv && /tmp/clv/bin/pip install -q --no-index \\
         --find-links .whl/pyfr --find-links .whl/mako pyopencl mako numpy tqdm
-    PYTHONPATH=. /tmp/clv/bin/python bench/opencl_h200.py --icd nvidia \\
-        --budget 480 --out "$OUT"
-Here (PoCL's CPU device): PYTHONPATH=. python bench/opencl_h200.py --quick
+    PYTHONPATH=. /tmp/clv/bin/python bench/opencl/opencl_h200.py \\
+        --icd nvidia --budget 480 --out "$OUT"
+Here (PoCL's CPU device):
+
+    PYTHONPATH=. python bench/opencl/opencl_h200.py --quick
 """
 
 import argparse
@@ -49,8 +51,8 @@ import zlib
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 

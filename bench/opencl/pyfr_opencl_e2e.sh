@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # PyFR 3.1 `-b opencl` end to end on PoCL's CPU device: this package against upstream GiMMiK 4.0,
-# steps timed inside each PyFR process (bench/pyfr_steps.py --backend opencl), packages alternating.
+# steps timed inside each PyFR process (bench/pyfr/pyfr_steps.py --backend opencl), packages alternating.
 #
-#   bash bench/pyfr_opencl_e2e.sh ["hex:6:3"] [REPS]
+#   bash bench/opencl/pyfr_opencl_e2e.sh ["hex:6:3"] [REPS]
 #
 # CASES: ETYPE:N:ORDER box meshes made by the pyfr-client's case maker (CLIENT, default
 # .pyfr-client), one imported mesh per case shared by both packages so the solutions compare element
@@ -21,7 +21,7 @@ set -u
 CASES=${1:-"hex:6:3"}; REPS=${2:-3}
 STEPS=${STEPS:-50}; SEGS=${SEGS:-2}
 CLIENT=${CLIENT:-.pyfr-client}; OUTD=${OUT:-bench/results}; mkdir -p "$OUTD"
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"; ROOT="$(dirname "$HERE")"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"; ROOT="$(dirname "$(dirname "$HERE")")"
 TMPD=$(mktemp -d /tmp/pyfr-cl-run.XXXXXX)
 export PYTHONUNBUFFERED=1
 POCL=pocl-binary-distribution; SUF=""
@@ -67,7 +67,7 @@ for c in $CASES; do
     for pkg in up ours; do
       v=$(venv $pkg); W=$TMPD/run-$pkg-$ET; rm -rf $W; mkdir -p $W
       ( cd $W && env $(clenv $v) XDG_CACHE_HOME=$TMPD/xdg-$pkg timeout 600 $v/bin/python \
-          "$HERE/pyfr_steps.py" $M/mesh.pyfrm $M/case.ini --backend opencl --label $pkg \
+          "$ROOT/bench/pyfr/pyfr_steps.py" $M/mesh.pyfrm $M/case.ini --backend opencl --label $pkg \
           --case "$ET-$N-p$P" --csv $TMPD/steps.csv --steps $STEPS --reps $SEGS --warm 2 \
           --soln $TMPD/soln-$ET-$N-$P-$pkg.npy ) 2>&1 | tail -1 | cut -c1-200
     done

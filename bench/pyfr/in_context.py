@@ -24,7 +24,7 @@ next one.  The hot loop (hot_*: PyFR's own timing, nbench launches after a
 warm-up, mean; median over the repetitions) is the second column.
 
 Contenders per (operator, n): the pick of PyFR 3.1's provider walk over our
-CUDAMatMul and over upstream's (replayed as bench/pyfr_walk.py does, every
+CUDAMatMul and over upstream's (replayed as bench/pyfr/pyfr_walk.py does, every
 output checked against cuBLAS before it is timed); with --first8 every
 candidate our walk saw; with --policies, our pick rendered with other
 memory policies (policy_variant: plain or other cache-hinted loads of B and
@@ -35,7 +35,7 @@ Sizes.  n ~ 1.1e5 and ~ 5.5e5 columns (n = nvars x neles, PyFR's padding);
 the working set of the step around it is that of an Euler RK4 step on the
 same number of elements of the operator's element type and order
 (step_working_set: solution registers, flux, flux-point values, geometry),
-from the operator suite's point counts.  The meshes of bench/pyfr_e2e.sh
+from the operator suite's point counts.  The meshes of bench/pyfr/pyfr_e2e.sh
 (order 4: hex 28^3 = 21952, pri 2 x 22^3 = 21296, pyr 6 x 16^3 = 24576,
 tet 6 x 18^3 = 34992 elements) are n ~ 1.1e5 to 1.75e5; for example hex p4
 at n = 110080 (22016 elements): a working set of 1193 MiB, far above the
@@ -47,7 +47,7 @@ hot_ours_over_up; NAME-candidates.csv, one row per contender.  Resumable;
 no new operator after --budget s.
 
     pip download gimmik==4.0 --no-deps -d .whl        # upstream's wheel
-    PYTHONPATH=. python3 bench/in_context.py --up .whl/gimmik-4.0-*.whl \\
+    PYTHONPATH=. python3 bench/pyfr/in_context.py --up .whl/gimmik-4.0-*.whl \\
         --n 110080 550400 --ops 'p[1-6]-*' --budget 420 \\
         [--first8] [--policies default] [--suite bench/operators/...]
 
@@ -70,18 +70,20 @@ import zlib
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if os.path.dirname(HERE) not in sys.path:
-    sys.path.insert(0, os.path.dirname(HERE))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 
-from bench import pyfr_walk as pw  # noqa: E402
-from bench import walk_replay as replay  # noqa: E402
-from bench import walk_report as report  # noqa: E402
-from bench import walk_timing as timing  # noqa: E402
+from bench import OPERATORS, RESULTS  # noqa: E402
+from bench.pyfr import pyfr_walk as pw  # noqa: E402
+from bench.pyfr import walk_replay as replay  # noqa: E402
+from bench.pyfr import walk_report as report  # noqa: E402
+from bench.pyfr import walk_timing as timing  # noqa: E402
 from bench.upstream import load_upstream  # noqa: E402
 
 N_TARGETS = (110080, 550400)
-# PyFR's RK4 ('scheme = rk4', bench/pyfr_e2e.sh's cases) keeps three
+# PyFR's RK4 ('scheme = rk4', bench/pyfr/pyfr_e2e.sh's cases) keeps three
 # solution registers
 RK4_REGISTERS = 3
 FLUSH_CAP_MIB = 256
@@ -568,7 +570,7 @@ def run_one(dev, around, name, A, n, futs, upfut, ops, cc, args):
                        seed=zlib.crc32(f'{name} {n}'.encode()))
     try:
         around.refresh(panels, A, beta)
-        # the walks, PyFR's way (hot timing), as bench/pyfr_walk.py
+        # the walks, PyFR's way (hot timing), as bench/pyfr/pyfr_walk.py
         ours = timing.Timed(dev, panels, kname)
         results = [r for f in futs for r in f.result()]
         ours.add(results)
@@ -718,11 +720,11 @@ def main(argv=None):
     ap.add_argument('--ops', nargs='+', default=['*'],
                     help='fnmatch globs of operator names')
     ap.add_argument('--suite', nargs='+', default=[
-        os.path.join(HERE, 'operators', 'pyfr-ops.npz'),
-        os.path.join(HERE, 'operators', 'pyfr-ops-p7.npz')],
+        os.path.join(OPERATORS, 'pyfr-ops.npz'),
+        os.path.join(OPERATORS, 'pyfr-ops-p7.npz')],
         help='operator suites (.npz; their m0 give the point counts)')
     ap.add_argument('--out', default=os.environ.get('OUT') or
-                    os.path.join(HERE, 'results'))
+                    RESULTS)
     ap.add_argument('--name', default='cuda-h100-context',
                     help='CSV base name in --out')
     ap.add_argument('--up', default='.whl/pyfr/gimmik-4.0-py3-none-any.whl',

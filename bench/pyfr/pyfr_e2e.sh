@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # PyFR 3.1 end to end on an NVIDIA GPU: this package against upstream GiMMiK 4.0, steps timed
-# inside each PyFR process (bench/pyfr_steps.py), packages alternating within one command.
+# inside each PyFR process (bench/pyfr/pyfr_steps.py), packages alternating within one command.
 #
-#   OUT=DIR bash bench/pyfr_e2e.sh "hex:28:4 pri:22:4" "ours up" [REPS]
+#   OUT=DIR bash bench/pyfr/pyfr_e2e.sh "hex:28:4 pri:22:4" "ours up" [REPS]
 #
 # CASES: ETYPE:N:ORDER (box meshes of N^3 cubes made by the pyfr-client's pyfr_case.py, one
 # imported mesh per case shared by every package, so solutions compare element by element).
 # PACKAGES: labels run in this order each repetition: ours, up, and ours-relax / up-relax (PyFR's
 # dense filter off: every constant operator goes to the generator); LABEL+CUT (e.g. ours+proposal,
-# ours-relax+proposal) runs LABEL's package with a cut of bench/pyfr_startup.py applied to its
+# ours-relax+proposal) runs LABEL's package with a cut of bench/pyfr/pyfr_startup.py applied to its
 # offer (pyfr_steps.py --cut), to measure it before the table changes.  The first process of each
 # (case, package) starts with an empty PyFR kernel cache (cold start-up); later ones reuse it.
 # Needs the wheels of PyFR 3.1 and its dependencies and of this package's (WHEELS, default

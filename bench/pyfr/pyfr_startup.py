@@ -21,10 +21,10 @@ each candidate on the host; the library comes from --nvrtc or
 $GIMMIK_NVRTC_LIB (e.g. the nvidia-cuda-nvrtc wheel's libnvrtc.so.*, its
 folder on LD_LIBRARY_PATH for libnvrtc-builtins).
 
-    PYTHONPATH=. python3 bench/pyfr_startup.py \\
+    PYTHONPATH=. python3 bench/pyfr/pyfr_startup.py \\
         --up .whl/pyfr/gimmik-4.0-py3-none-any.whl \\
         --nvrtc PATH/libnvrtc.so.13 --out startup.csv
-    PYTHONPATH=. python3 bench/pyfr_startup.py --summary startup.csv
+    PYTHONPATH=. python3 bench/pyfr/pyfr_startup.py --summary startup.csv
 """
 
 import argparse
@@ -150,7 +150,7 @@ def cut_kernels(mm, cut, dtype, kname='gimmik_mm', **opts):
     """mm.kernels(dtype, kname, **opts) with `cut` applied: the same
     argument checks and the same walk (send() feedback prunes as there),
     over offered(mm, cut).  For measuring a cut inside PyFR
-    (bench/pyfr_steps.py --cut) before the table changes."""
+    (bench/pyfr/pyfr_steps.py --cut) before the table changes."""
     from gimmik.base import MatMul
     from gimmik.validate import check_dtype
     # the base class's kernels() checks the arguments (a subclass's may
@@ -292,7 +292,7 @@ def walk_rows(pkg, cut, up_path, lib, name, A, beta, n, sends):
     if pkg == 'ours':
         from gimmik.cuda import CUDAMatMul
     else:
-        from upstream import load_upstream
+        from bench.upstream import load_upstream
         CUDAMatMul = load_upstream(up_path).CUDAMatMul
     mm = CUDAMatMul(A, beta=beta, aligne=pyfr_aligne(), n=n, ldb=n, ldc=n)
     p, etype, mat = name.split('-')
@@ -323,7 +323,7 @@ def walk_rows(pkg, cut, up_path, lib, name, A, beta, n, sends):
 
 def read_times(paths, n=None):
     """{op: {variant: seconds}} of this package's candidates in
-    bench/pyfr_walk.py candidate CSVs (at panel width n when given); an
+    bench/pyfr/pyfr_walk.py candidate CSVs (at panel width n when given); an
     operator's times all come from the first file that has it, so that
     times of one run are compared."""
     out = {}
@@ -391,8 +391,8 @@ def print_summary(rows):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    ap.add_argument('--ops', default=os.path.join(HERE, 'operators',
-                                                  'pyfr-ops.npz'))
+    ap.add_argument('--ops', default=os.path.join(
+        os.path.dirname(HERE), 'operators', 'pyfr-ops.npz'))
     ap.add_argument('--orders', type=int, nargs='+', default=[3, 4])
     ap.add_argument('--etypes', nargs='+',
                     default=['hex', 'pri', 'tet', 'pyr'])

@@ -75,10 +75,10 @@ class WalkLog:
                 walk = {'shape': self._recorded_shape, 'cands': []}
                 log.walks.append(walk)
                 if log.cut:
-                    try:        # run as a script from bench/
+                    try:        # run as a script from bench/pyfr/
                         from pyfr_startup import cut_kernels
-                    except ImportError:      # imported as bench.pyfr_steps
-                        from bench.pyfr_startup import cut_kernels
+                    except ImportError:   # imported as bench.pyfr.pyfr_steps
+                        from bench.pyfr.pyfr_startup import cut_kernels
                     inner = cut_kernels(self, log.cut, *args, **kwargs)
                 else:
                     inner = super().kernels(*args, **kwargs)
@@ -139,9 +139,9 @@ def main(argv=None):
     ap.add_argument('--soln', default=None, help='save the final solution')
     ap.add_argument('--picks', default=None, help='JSON of every walk')
     ap.add_argument('--cut', default=None,
-                    help="a cut of bench/pyfr_startup.py's CUTS applied to "
-                    "this package's kernels() (measures it before the table "
-                    "changes)")
+                    help="a cut of bench/pyfr/pyfr_startup.py's CUTS applied "
+                    "to this package's kernels() (measures it before the "
+                    "table changes)")
     args = ap.parse_args(argv)
     if args.compare:
         compare(*args.compare)

@@ -42,7 +42,7 @@ process replays the walks with each generator's own kernels() and _walk,
 its render step served from the pool's output.  Resumable: (op, n) rows
 already in the CSV are skipped; no new operator starts after --budget s.
 
-    PYTHONPATH=. python3 bench/pyfr_walk.py --out "$OUT"
+    PYTHONPATH=. python3 bench/pyfr/pyfr_walk.py --out "$OUT"
 """
 import argparse
 import concurrent.futures as cf
@@ -56,20 +56,21 @@ import zlib
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if os.path.dirname(HERE) not in sys.path:
-    sys.path.insert(0, os.path.dirname(HERE))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 
+from bench import OPERATORS, RESULTS  # noqa: E402
+from bench.pyfr.walk_replay import (  # noqa: E402
+    Served, beta_of, kname_of, nvars_of, ours_mm, pyfr_nuq, pyfr_panel,
+    pyfr_sends, replay_walk, split_name, up_mm, walk_pick)
+from bench.pyfr.walk_report import (  # noqa: E402
+    CAND_FIELDS, FIELDS, append, cand_row, fmt, read_done, summarise)
+from bench.pyfr.walk_timing import (  # noqa: E402
+    Device, Panels, Timed, _render_compile, _task_ours, _task_up,
+    moved_bytes, vendor_best)
 from bench.upstream import load_upstream  # noqa: E402
-from bench.walk_replay import (Served, beta_of, kname_of, nvars_of,  # noqa
-                               ours_mm, pyfr_nuq, pyfr_panel,
-                               pyfr_sends, replay_walk, split_name,
-                               up_mm, walk_pick)
-from bench.walk_report import (CAND_FIELDS, FIELDS, append,  # noqa: E402
-                               cand_row, fmt, read_done, summarise)
-from bench.walk_timing import (Device, Panels, Timed,  # noqa: E402
-                               _render_compile, _task_ours, _task_up,
-                               moved_bytes, vendor_best)
 
 # n targets: ~2e4, the issue's hex case (~1.1e5) and ~1e6 columns
 N_TARGETS = (20480, 110080, 1000000)
@@ -100,10 +101,10 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--ops', nargs='+', default=['*'],
                     help='fnmatch globs of operator names')
-    ap.add_argument('--suite', default=os.path.join(HERE, 'operators',
+    ap.add_argument('--suite', default=os.path.join(OPERATORS,
                                                     'pyfr-ops.npz'))
     ap.add_argument('--out', default=os.environ.get('OUT') or
-                    os.path.join(HERE, 'results'),
+                    RESULTS,
                     help='output folder (default $OUT)')
     ap.add_argument('--name', default='pyfr-walk',
                     help='CSV base name in --out')

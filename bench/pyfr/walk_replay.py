@@ -3,7 +3,7 @@ operators PyFR sends to a generator, how it builds the generator and its
 panels, and its walk over the first candidates of kernels() (first send()
 None, feedback in ms, a new pick only below ifac times the pick so far).
 Served lets a generator's own kernels() and _walk run over sources that
-were rendered elsewhere (the timing pool of bench/pyfr_walk.py)."""
+were rendered elsewhere (the timing pool of bench/pyfr/pyfr_walk.py)."""
 
 import numpy as np
 

@@ -1,4 +1,4 @@
-"""The tables of bench/pyfr_walk.py: one row per (operator, n) and one per
+"""The tables of bench/pyfr/pyfr_walk.py: one row per (operator, n) and one per
 candidate, appended as they are measured (a run resumes from them), and
 the summary printed at the end."""
 

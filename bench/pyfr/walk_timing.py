@@ -1,5 +1,5 @@
-"""The device side of bench/pyfr_walk.py: NVRTC compiles in a process pool
-(as PyFR compiles), the device, the panels with their cuBLAS reference,
+"""The device side of bench/pyfr/pyfr_walk.py: NVRTC compiles in a process
+pool (as PyFR compiles), the device, the panels with their cuBLAS reference,
 each candidate checked once and timed PyFR's way, and the vendor's best."""
 
 import hashlib
@@ -8,9 +8,9 @@ import time
 
 import numpy as np
 
+from bench.pyfr.walk_replay import (PYFR_FLAGS, PYFR_NBENCH, PYFR_NWARMUP,
+                                    kname_of, launch_args, ours_mm, up_mm)
 from bench.upstream import load_upstream
-from bench.walk_replay import (PYFR_FLAGS, PYFR_NBENCH, PYFR_NWARMUP,
-                               kname_of, launch_args, ours_mm, up_mm)
 
 TOL = 1e-12              # per-row relative error against cuBLAS (f64)
 

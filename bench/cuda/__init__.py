@@ -1,0 +1,1 @@
+"""CUDA: sweeps against the vendor, spill audit, ncu, launch grids."""

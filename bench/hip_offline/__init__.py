@@ -1,0 +1,1 @@
+"""HIP offer and ISA audits on clang's output, no device."""

@@ -1,0 +1,1 @@
+"""PyFR's OpenCL walk replayed and PyFR -b opencl end to end."""
