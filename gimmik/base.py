@@ -16,6 +16,7 @@ import numpy as np
 
 from gimmik.analysis import analyse
 from gimmik.families import Family, family
+from gimmik.targets import MAX_SHARED, MAX_THREADS  # noqa: F401 (the API)
 from gimmik.validate import (c_literal, check_dtype, check_kname,
                              check_matrix, check_representable, check_scalar,
                              check_sizes)
@@ -25,12 +26,6 @@ _KERNEL_DIR = os.path.join(os.path.dirname(__file__), 'kernels')
 # A family whose best measured runtime is this many times slower than the
 # best seen so far gets no further candidates.
 PRUNE_FACTOR = 1.5
-
-# Launch limits of a block (threads and bytes of shared memory); a
-# platform may lower them (MatMul.max_threads, MatMul.max_shared)
-MAX_THREADS = 1024
-MAX_SHARED = 64*1024
-
 
 def feedback_runtime(feedback, variant):
     """The runtime in seconds that send() feedback reports for a candidate,
@@ -195,11 +190,12 @@ class MatMul:
     """Base of the per-platform generators (HIPMatMul, CUDAMatMul, CMatMul)."""
 
     platform = None
-    # the names of the conditions its candidate table's rows may require
-    # (the keys of the dict its gates come in)
+    # the platform's numbers (gimmik.targets)
+    target = None
+    # its candidate table (gimmik.base.Row) and the names of the conditions
+    # its rows may require (the keys of the dict its gates come in)
+    table = ()
     gate_names = ()
-    max_threads = MAX_THREADS
-    max_shared = MAX_SHARED
     # template directory of the families shared with other platforms
     # (None: none), searched after the platform's own
     shared_templates = 'common'
@@ -237,16 +233,20 @@ class MatMul:
 
     def registers_fit(self, kern):
         """Whether a candidate's register estimate is within what the
-        platform lets it use (see Family.max_registers)."""
-        return True
+        platform lets it use (Family.register_limit)."""
+        limit = kern.register_limit()
+        if limit is None:
+            return True
+        est = kern.registers()
+        return est is None or est <= limit
 
     def warp_size(self, opts):
         """Threads of a warp (wavefront) under these options."""
-        return 1
+        return opts.get('warp_size', self.target.warp)
 
     def stream_threads(self, opts):
         """Threads of a block of the one-thread-per-column families."""
-        return 1
+        return self.target.stream_warps*self.warp_size(opts)
 
     def _platform_context(self, kern):
         """Template names the platform adds for every family."""
@@ -294,8 +294,8 @@ class MatMul:
         """Whether a launch Geometry fits the platform's limits on threads
         per block and shared memory."""
         b = geom.block
-        return (b[0]*b[1]*b[2] <= self.max_threads
-                and geom.shared <= self.max_shared)
+        return (b[0]*b[1]*b[2] <= self.target.max_threads
+                and geom.shared <= self.target.max_shared)
 
     def kernel(self, cand, dtype):
         """The family object of a candidate, built once per candidate and

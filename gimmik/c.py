@@ -22,6 +22,7 @@ from gimmik.families.bstream import Bstream
 from gimmik.families.cstream import Cstream
 from gimmik.families.cstream_row import CstreamRow
 from gimmik.families.rowblock import Rowblock
+from gimmik.targets import C
 
 # Largest per-thread scratch a candidate may keep on the stack (bstream's
 # accumulators, m rows by `width` columns).
@@ -72,6 +73,8 @@ class CMatMul(MatMul):
     takes send() feedback."""
 
     platform = 'c'
+    target = C
+    table = CANDIDATES
     shared_templates = None
     grid_launch = False     # a function of n called by the client
     gate_names = GATES
@@ -88,7 +91,7 @@ class CMatMul(MatMul):
                  'unrolled': nnz <= UNROLLED_MAX_NNZ}
         # bstream's accumulators must fit MAX_SCRATCH per thread
         return self._from_table(
-            CANDIDATES, gates, dtype,
+            self.table, gates, dtype,
             adapt=lambda row, params: (
                 None if row.family is Bstream
                 and nrows*params['width']*size > MAX_SCRATCH else params))

@@ -15,7 +15,8 @@ Three inputs:
   the full waits on memory (HIP: gimmik.isa's clang report,
   :func:`facts_from_isa`; CUDA: ptxas -v, :func:`facts_from_ptxas`;
   without either, the family's register estimate, :func:`plan_facts`);
-- the architecture's constants (:data:`ARCHES`, each with its source).
+- the architecture's constants (:data:`ARCHES`, gimmik.targets, each
+  with its source).
 
 The shape is a roofline with latency hiding (:func:`estimate`):
 
@@ -51,188 +52,9 @@ import math
 
 import numpy as np
 
-# -- per-architecture constants ----------------------------------------------
+from gimmik.targets import ARCHES, HIP, Arch  # noqa: F401 (Arch: the API)
 
-
-@dataclass(frozen=True)
-class Arch:
-    """Constants of one GPU (one GCD of a multi-die package).  Rates are
-    per compute unit (CU / SM) and clock unless named otherwise."""
-    name: str
-    platform: str          # 'hip' or 'cuda'
-    units: int             # CUs or SMs
-    clock_hz: float
-    peak_bw: float         # DRAM bytes/s, the vendor's peak
-    copy_bw: float         # DRAM bytes/s a device copy reaches
-    latency_s: float       # DRAM load latency under load
-    l2_latency_s: float    # L2 hit latency
-    l2_bw: float           # L2 bytes/s, whole device
-    l2_size: int           # L2 bytes, whole device
-    l1_size: int           # L1 data cache bytes a unit (beside shared)
-    l1_shared_path: bool   # global loads share the shared-memory path
-    lds_bytes_clk: int     # LDS / shared-memory bytes per clock
-    valu_flop_clk: int     # FP64 vector flops per clock (FMA = 2)
-    valu_reach: float      # fraction of it unrolled baked-A code reaches
-    matrix_flop_clk: int   # FP64 matrix flops per clock
-    issue_clk: float       # wave/warp instructions issued per clock
-    icache_instr: int      # instructions the instruction cache holds
-    lanes: int             # threads of a wave/warp
-    simds: int             # SIMDs (AMD) or sub-partitions (NVIDIA)
-    max_waves: int         # resident waves/warps per unit
-    max_blocks: int        # resident blocks per unit
-    regs_per_lane: int     # 32-bit registers a SIMD has per lane
-    reg_granule: int       # allocation granule (registers per lane)
-    shared_bytes: int      # LDS / shared memory per unit
-    shared_reserved: int   # bytes the driver reserves per block
-    launch_s: float        # launch and drain of one kernel
-
-
-# What gfx90a (CDNA2) and gfx942 (CDNA3) share, per CU
-_CDNA = dict(
-    # the vector L1 is its own path, beside the LDS
-    l1_shared_path=False,
-    # 128 bytes/clock/CU: ROCm Compute Profiler, LDS speed-of-light
-    lds_bytes_clk=128,
-    # 128 vector and 256 matrix FP64 flops a clock (the data sheets' rates
-    # over CUs and clock, below; the matrix rate is also the facts doc's,
-    # v_mfma_f64_16x16x4: 256 FLOP/cycle/CU)
-    valu_flop_clk=128, matrix_flop_clk=256,
-    # ASSUMED: as the H100's (sm_90)
-    valu_reach=0.4,
-    # one VALU instruction per SIMD every 4 clocks (a wave64 on a 16-lane
-    # SIMD), 4 SIMDs: 1 wave instruction a clock per CU (ROCm Compute
-    # Profiler, pipeline descriptions)
-    issue_clk=1.0,
-    # 64 KB instruction cache shared by 2 CUs (ROCm "AMD GPU
-    # specifications"), ~8 bytes an instruction
-    icache_instr=8192,
-    # wave64, 4 SIMDs, 8 waves/SIMD, 512 VGPRs a lane, granule 8: facts
-    # doc section 5 (LLVM AMDGPUBaseInfo)
-    lanes=64, simds=4, max_waves=32, max_blocks=32,
-    regs_per_lane=512, reg_granule=8,
-    # 64 KiB LDS a CU: ROCm "AMD GPU specifications"
-    shared_bytes=64*1024, shared_reserved=0,
-    # ASSUMED: as the H100's
-    launch_s=3e-6)
-
-ARCHES = {
-    # MI250X, one GCD (gfx90a, CDNA2)
-    'gfx90a': Arch(
-        name='gfx90a', platform='hip',
-        # 110 CUs a GCD: ROCm "AMD GPU specifications" (MI250X: 220 CUs,
-        # two GCDs)
-        units=110,
-        # 1700 MHz peak engine clock: AMD MI250X data sheet
-        clock_hz=1.7e9,
-        # 3.2768 TB/s HBM2e a package, half a GCD: MI250X data sheet
-        peak_bw=1.6384e12,
-        # ASSUMED: 0.80 of peak (no AMD device here; the H100's copy
-        # reaches 0.88 of its peak, see sm_90); replace with a measured
-        # copy (gimmik.runtime.hip copy_bandwidth) when one is made
-        copy_bw=0.80*1.6384e12,
-        # ASSUMED: the loaded round trip, 2.5x an idle ~0.7 us (the ratio
-        # calibrated on the H100, see sm_90)
-        latency_s=1.75e-6,
-        # ASSUMED: ~0.2 us L2 hit (a few hundred clocks, CDNA2
-        # microbenchmark reports)
-        l2_latency_s=0.2e-6,
-        # 32 L2 channels (ROCm Compute Profiler, L2 cache (TCC): 32 on
-        # MI2XX) x 128 bytes a clock each (its L2 speed-of-light table)
-        l2_bw=32*128*1.7e9,
-        # 8 MB L2 a GCD, 16 KB vector L1 a CU: ROCm "AMD GPU
-        # specifications" (MI250X)
-        l2_size=8 << 20, l1_size=16 << 10,
-        # 47.9 TF vector / 95.7 TF matrix FP64 a package (MI250X data
-        # sheet) over 220 CUs at 1.7 GHz: 128 and 256 flops a clock
-        **_CDNA),
-    # MI300X (gfx942, CDNA3)
-    'gfx942': Arch(
-        name='gfx942', platform='hip',
-        # 304 CUs (38 a XCD): ROCm "AMD GPU specifications"
-        units=304,
-        # 2100 MHz peak engine clock: AMD MI300X data sheet
-        clock_hz=2.1e9,
-        # 5.3 TB/s HBM3: MI300X data sheet
-        peak_bw=5.3e12,
-        # ASSUMED: 0.80 of peak, as gfx90a
-        copy_bw=0.80*5.3e12,
-        # ASSUMED: the loaded round trip, 2.5x an idle ~0.8 us (HBM behind
-        # the IODs' Infinity Fabric; the ratio as on the H100)
-        latency_s=2.0e-6,
-        # ASSUMED: ~0.25 us L2 hit
-        l2_latency_s=0.25e-6,
-        # 16 L2 channels a XCD x 128 bytes a clock x 8 XCDs (CDNA3 white
-        # paper: 4 MB, 16 channels a XCD; Compute Profiler L2 table)
-        l2_bw=8*16*128*2.1e9,
-        # 4 MB L2 a XCD (32 MB), 32 KB vector L1 a CU: ROCm "AMD GPU
-        # specifications" (MI300X); the 256 MB Infinity Cache behind them
-        # is not counted
-        l2_size=32 << 20, l1_size=32 << 10,
-        # 81.7 TF vector / 163.4 TF matrix FP64 (MI300X data sheet) over
-        # 304 CUs at 2.1 GHz: 128 and 256 flops a clock
-        **_CDNA),
-    # H100 SXM5 (sm_90)
-    'sm_90': Arch(
-        name='sm_90', platform='cuda',
-        # 132 SMs; FP64 at 1.98 GHz: NVIDIA H100 data sheet / Hopper
-        # white paper
-        units=132, clock_hz=1.98e9,
-        # 3.35 TB/s HBM3: H100 SXM data sheet
-        peak_bw=3.35e12,
-        # MEASURED here: the runtime's 512 MiB device copy, median over
-        # the 6102 rows of bench/results/cuda-h100-all-candidates.csv
-        # (gbps / copy_fraction): 2962 GB/s
-        copy_bw=2.962e12,
-        # CALIBRATED: the round trip of a load while the memory streams
-        # at full bandwidth (queues at the memory controllers): 1.5 us,
-        # 2.5x the idle ~0.6 us of Hopper microbenchmark papers.  First
-        # pick within 5 % of the best on the PyFR-walk H100 times
-        # (bench/model/cost_validate.py; gemm / ordered / walk files): 59/57/61
-        # % at 0.65 us, 73/63/66 % at 1.0, 80/65/66 % at 1.2, 92/66/68 %
-        # at 1.5, 90/66/68 % at 2.0
-        latency_s=1.5e-6,
-        # ~0.2 us L2 hit (Chips and Cheese, H100: ~260 clocks near, more
-        # across the two partitions)
-        l2_latency_s=0.2e-6,
-        # L2 read bandwidth: Chips and Cheese measured ~5.5 TB/s on the
-        # H100 PCIe (114 SMs, 1.755 GHz); scaled to the SXM's 132 SMs at
-        # 1.98 GHz, ~7.2 TB/s
-        l2_bw=7.2e12,
-        # 50 MB L2: H100 data sheet; L1 and shared memory are one 256 KB
-        # array a SM (Hopper tuning guide), ~128 KB left as L1 beside a
-        # typical carve-out, and global loads go through its data path
-        l2_size=50 << 20, l1_size=128 << 10, l1_shared_path=True,
-        # 32 banks x 4 bytes a clock: CUDA programming guide, shared
-        # memory
-        lds_bytes_clk=128,
-        # 33.5 TF vector / 66.9 TF tensor FP64 over 132 SMs at 1.98 GHz:
-        # 128 and 256 flops a clock (64 FP64 lanes a SM)
-        valu_flop_clk=128, matrix_flop_clk=256,
-        # MEASURED: the fastest streaming kernel of each operator of the
-        # PyFR walk (bench/results/pyfr-walk-h100-candidates.csv, n =
-        # 110080) reaches at most 26 of the 64 FP64 lanes a clock (p4-tet-
-        # m0), 18-26 on the compute-heavy ones: unrolled code with A's
-        # values as constant operands issues at about 0.4 of the peak
-        valu_reach=0.4,
-        # 4 warp schedulers a SM, one instruction a clock each
-        issue_clk=4.0,
-        # ASSUMED: ~128 KB L1.5 instruction/constant cache a SM
-        # (Volta-to-Hopper microbenchmark papers), 16 bytes a SASS
-        # instruction
-        icache_instr=8192,
-        # warp 32, 4 sub-partitions, 64 warps and 32 blocks a SM, 64K
-        # 32-bit registers a SM (512 a lane of each sub-partition),
-        # allocated 256 a warp (8 a lane): CUDA programming guide,
-        # compute capability 9.0
-        lanes=32, simds=4, max_waves=64, max_blocks=32,
-        regs_per_lane=512, reg_granule=8,
-        # 228 KiB shared memory a SM, 1 KiB reserved a block: CUDA
-        # programming guide (as gimmik.cuda's SM90_SHARED)
-        shared_bytes=228*1024, shared_reserved=1024,
-        # ASSUMED: launch, ramp and drain; the same for every candidate
-        # of an operator, it moves the copy fraction, not the ranking
-        launch_s=3e-6),
-}
+# -- per-architecture constants (gimmik.targets) ------------------------------
 
 # Wave instructions a wave spends besides its loads, FMAs and stores
 # (indices, addresses, bounds checks, barriers)
@@ -290,14 +112,10 @@ def arch(name):
                          f'{", ".join(ARCHES)})') from None
 
 
-# The constants a HIP gcn_arch is estimated with: its own where ARCHES
-# has them ('gfx942:sramecc+:xnack-' -> gfx942), else those of the part
-# HIP_ARCH_NEAREST names (the other MI300 dies; MI355X (gfx950) as the
-# MI300X, ASSUMED: no constants of its own yet), else DEFAULT_HIP_ARCH
-# (the MI300X, the platform's main target)
-HIP_ARCH_NEAREST = {'gfx940': 'gfx942', 'gfx941': 'gfx942',
-                    'gfx950': 'gfx942', 'gfx908': 'gfx90a'}
-DEFAULT_HIP_ARCH = 'gfx942'
+# The constants a HIP gcn_arch is estimated with (gimmik.targets.HIP:
+# its own, else nearest_arch's, else default_arch)
+HIP_ARCH_NEAREST = dict(HIP.nearest_arch)
+DEFAULT_HIP_ARCH = HIP.default_arch
 
 
 def hip_arch(gcn_arch):
@@ -306,10 +124,13 @@ def hip_arch(gcn_arch):
     if not isinstance(gcn_arch, str):
         raise TypeError(f'gcn_arch must be a str, not '
                         f'{type(gcn_arch).__name__}')
-    base = gcn_arch.split(':')[0]
-    if base in ARCHES and ARCHES[base].platform == 'hip':
-        return base
-    return HIP_ARCH_NEAREST.get(base, DEFAULT_HIP_ARCH)
+    return HIP.cost_arch(gcn_arch)
+
+
+def moved_bytes(info, beta, n, itemsize):
+    """Bytes a C = A*B + beta*C kernel must move at the least: the used rows
+    of B read once, C written once and, when beta != 0, read once."""
+    return itemsize*n*(len(info.bix) + info.m*(2 if beta else 1))
 
 
 # -- what the plan says ------------------------------------------------------
@@ -795,7 +616,6 @@ def _instructions(w, facts, a, grid, n):
 def estimate_candidate(mm, cand, dtype, arch_name, n, facts=None):
     """The :class:`Estimate` of one candidate of generator mm for n
     columns on arch_name (facts: the compiler's, else the plan's)."""
-    from gimmik.runtime import moved_bytes
     a = arch(arch_name)
     if facts is None:
         facts = plan_facts(mm, cand, dtype)

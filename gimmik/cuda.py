@@ -23,14 +23,9 @@ from gimmik.families.cstream_kparts import CstreamKparts
 from gimmik.families.cstream_ksplit import CstreamKsplit
 from gimmik.families.cstream_mblock import CstreamMblock, mblock_rows
 from gimmik.families.mma_gemm import MmaGemm
+from gimmik.fragments.mma import gemm_compute_bound
 from gimmik.order import order_candidates, placed_rows
-# the names the CUDA families and the tests have imported from here
-from gimmik.fragments.mma import (  # noqa: F401
-    GEMM_SHAPES, GEMM_SM90, MMA_N, WARP, gemm_compute_bound, gemm_coords,
-    gemm_model, gemm_plan, gemm_reference)
-
-# Static __shared__ arrays are limited to 48 KiB in CUDA.
-MAX_STATIC_SHARED = 48*1024
+from gimmik.targets import CUDA
 
 # The launch bounds never cap a thread below this many registers (the
 # estimates are rough; ptxas takes what it needs below the cap).
@@ -40,9 +35,6 @@ MIN_REGISTER_CAP = 168
 # its register estimate gets no minimum of blocks per SM on sm_90
 # (gimmik.families.FREE_REGISTER_ESTIMATE says why); the others ask for as
 # many as the register budget allows, or as the row names (blocks).
-
-# Registers of one SM: a block of t threads may use 64K/t per thread at most.
-SM_REGISTERS = 65536
 
 # Unrolled kernels holding their values in registers whose code is long (at
 # least LONG_KERNEL_TERMS multiply-adds a thread, thread_terms) need up to
@@ -75,7 +67,6 @@ LONG_REGISTER_FACTOR = 2.75
 # cut into groups of fewer non-zeros (p5/p6-pri-m460, 21 non-zeros a row)
 # did not spill but ran at 0.30-0.47 of copy on the H100, where the
 # reordered mma-gemm runs at 0.81-0.88: such operators get none.
-MAX_THREAD_REGISTERS = 255
 # The partitioned groups keep more B values live than the shared ones (a
 # group's rows share fewer B rows): the estimate's live values (every B
 # value from its first use to its last) gave 206-402 registers where
@@ -91,11 +82,6 @@ MAX_THREAD_REGISTERS = 255
 # by the estimate as the shared groups are.
 PART_MAX_TERMS = 640
 PART_MAX_REUSE = 4
-
-# Shared memory of an sm_90 SM and the driver's reservation per block, for
-# the blocks per SM a row asks for (the rows naming blocks are sm_90 rows)
-SM90_SHARED = 228*1024
-SHARED_RESERVED = 1024
 
 # How the streaming families store C unless a row names it: 'cg' keeps the
 # lines in L2 for the kernel that reads C next ('cs', evict-first, sends
@@ -341,9 +327,6 @@ PLAIN_B_MIN_VALUES = 25*2**20
 # (CUDAMatMul._adapt).
 RUNTIME_ONE_CHUNK = 24
 
-# Streaming families run this many threads per block.
-STREAM_BLOCK = 128
-
 
 GATES = ('w2', 'bigk', 'bigm', 'stream', 'sm90', 'mma', 'mma90',
          'gemmsparse', 'beta0')
@@ -380,8 +363,9 @@ def _gates(mm, dtype, cc):
 
 class CUDAMatMul(MatMul):
     platform = 'cuda'
+    target = CUDA
+    table = CANDIDATES
     gate_names = GATES
-    max_shared = MAX_STATIC_SHARED
 
     def _check_opts(self, compute_capability=(9, 0)):
         cc = compute_capability
@@ -396,15 +380,9 @@ class CUDAMatMul(MatMul):
                              'NVIDIA architecture (7.0 or later)')
         return {'compute_capability': cc}
 
-    def warp_size(self, opts):
-        return WARP
-
-    def stream_threads(self, opts):
-        return STREAM_BLOCK
-
     def _candidates(self, dtype, compute_capability):
         out = self._from_table(
-            CANDIDATES, _gates(self, dtype, compute_capability), dtype,
+            self.table, _gates(self, dtype, compute_capability), dtype,
             {'compute_capability': compute_capability}, adapt=self._adapt)
         return order_candidates(self.info, out, 'cuda', beta=self.beta,
                                 n=self.n)
@@ -472,10 +450,11 @@ class CUDAMatMul(MatMul):
         if est is None or _terms_bound(kern):
             return True
         block = kern.geometry().block
-        cap = SM_REGISTERS // (block[0]*block[1]*block[2])
+        cap = self.target.unit_registers // (block[0]*block[1]*block[2])
         limit = kern.register_limit()
         if long_kernel(kern):
-            cap = min(cap, int(MAX_THREAD_REGISTERS / LONG_REGISTER_FACTOR))
+            cap = min(cap, int(self.target.thread_registers
+                               / LONG_REGISTER_FACTOR))
         return est <= (cap if limit is None else min(limit, cap))
 
     def _platform_context(self, kern):
@@ -499,7 +478,10 @@ class CUDAMatMul(MatMul):
         free = kern.free_registers
         if sm90 and free is not None and (est is None or est <= free):
             return ctx
-        blocks = kern.launch_blocks(SM90_SHARED, SHARED_RESERVED)
+        # the unit's shared bytes are an sm_90 SM's (rows naming blocks are
+        # sm_90 rows)
+        blocks = kern.launch_blocks(self.target.unit_shared,
+                                    self.target.shared_reserved)
         if blocks:
             ctx['minblocks'] = blocks
             return ctx
@@ -509,7 +491,8 @@ class CUDAMatMul(MatMul):
             est, LONG_REGISTER_FACTOR if long_kernel(kern) else 1.5),
                    MIN_REGISTER_CAP)
         ctx['minblocks'] = max(1, min(2048 // nthreads,
-                                      SM_REGISTERS // (nthreads*regs)))
+                                      self.target.unit_registers
+                                      // (nthreads*regs)))
         return ctx
 
     def _platform_meta(self, cand):

@@ -18,6 +18,7 @@ from gimmik.families.mfma_dense import MfmaDense
 from gimmik.families.mfma_gemm import MfmaGemm
 from gimmik.fragments import mfma_tiled
 from gimmik.order import order_candidates, placed_rows
+from gimmik.targets import HIP
 from gimmik.validate import GFX_ARCH
 
 # The mfma-dense family (gate 'mfma') is offered only where all of these hold:
@@ -39,9 +40,8 @@ MFMA_ARCHS = frozenset({'gfx90a', 'gfx940', 'gfx941', 'gfx942', 'gfx950'})
 # p3-pyr-m132, 90 live B rows, on gfx942) or run it at one wave per SIMD.
 # A block of w wavefronts gets at most 512/ceil(w/4) VGPRs a lane (a CU's
 # four SIMDs share its waves), so larger blocks have a lower limit
-# (SIMD_VGPRS).  No fallback: where
+# (Target.lane_registers, simds).  No fallback: where
 # nothing fits, the register-bounded rows below are what is offered.
-SIMD_VGPRS = 512
 
 # The families whose two-column threads load both columns even where the
 # second is past n (kernels/hip/base.mako, per_column): one copy of the
@@ -165,7 +165,7 @@ BOUNDED_ROWS = [
     # 64 KiB of LDS holds 128 slots, one block (clang-19, gfx90a and
     # gfx942, the hex m132 of 125 and 216 rows: 56-70 VGPRs, no scratch,
     # 2-4 waves a SIMD, one vmcnt(0) per 8.5-43 loads, a warp's groups
-    # loaded in batches of at least BATCH_LOADS B rows)
+    # loaded in batches of at least Target.batch_loads B rows)
     Row('kparts3-g1-w8', CstreamKparts,
         dict(parts=3, groups=1, shared=32, warps=8), 'bigm'),
     Row('kparts3-g2-w8', CstreamKparts,
@@ -273,6 +273,8 @@ check_table(CANDIDATES, GATES, 'hip', placed_rows('hip', CANDIDATES))
 
 class HIPMatMul(MatMul):
     platform = 'hip'
+    target = HIP
+    table = CANDIDATES
     gate_names = GATES
     client_grid_x = True        # PyFR main (gimmik.pyfr)
 
@@ -285,15 +287,9 @@ class HIPMatMul(MatMul):
             raise ValueError(f'warp_size must be 32 or 64, not {warp_size!r}')
         return {'gcn_arch': gcn_arch, 'warp_size': warp_size}
 
-    def warp_size(self, opts):
-        return opts['warp_size']
-
-    def stream_threads(self, opts):
-        return 2*opts['warp_size']
-
     def _candidates(self, dtype, gcn_arch, warp_size):
         out = self._from_table(
-            CANDIDATES, _gates(self, dtype, gcn_arch, warp_size), dtype,
+            self.table, _gates(self, dtype, gcn_arch, warp_size), dtype,
             {'gcn_arch': gcn_arch, 'warp_size': warp_size},
             adapt=self._adapt)
         return order_candidates(self.info, out, 'hip', beta=self.beta,
@@ -319,12 +315,13 @@ class HIPMatMul(MatMul):
 
     def registers_fit(self, kern):
         """Whether a candidate's register estimate is within its family's
-        limit and what a lane of its block may have (SIMD_VGPRS shared by
-        the block's waves on each SIMD): no fallback, a candidate that
-        would spill is never offered."""
+        limit and what a lane of its block may have (the target's
+        lane_registers shared by the block's waves on each SIMD): no
+        fallback, a candidate that would spill is never offered."""
         est, limit = kern.registers(), kern.register_limit()
         if est is None or limit is None:
             return True
         block = kern.geometry().block
         waves = -(-block[0]*block[1]*block[2] // kern.warp)
-        return est <= min(limit, SIMD_VGPRS // -(-waves // 4))
+        t = self.target
+        return est <= min(limit, t.lane_registers // -(-waves // t.simds))

@@ -10,14 +10,8 @@ sources are run by the CPU executor (gimmik.emulate.run_metal)."""
 import numpy as np
 
 from gimmik.base import MatMul
-from gimmik.opencl import BIG_M, CANDIDATES, GATES, MAX_REGISTERS
-
-# Threadgroup memory a kernel may use (Apple GPUs: 32 KiB)
-MAX_TGMEM = 32*1024
-
-# Threads of an LDS-staged family's row and of a streaming threadgroup
-WARP = 32
-STREAM_BLOCK = 128
+from gimmik.opencl import BIG_M, CANDIDATES, GATES
+from gimmik.targets import METAL
 
 
 class MetalMatMul(MatMul):
@@ -26,8 +20,9 @@ class MetalMatMul(MatMul):
     meta) with meta['grid'] (threadgroups) and meta['threadgroup']."""
 
     platform = 'metal'
+    target = METAL
+    table = CANDIDATES
     gate_names = GATES
-    max_shared = MAX_TGMEM
 
     def __init__(self, A, beta=0.0, aligne=None, n=None, ldb=None,
                  ldc=None):
@@ -39,16 +34,6 @@ class MetalMatMul(MatMul):
     def _check_opts(self):
         return {}
 
-    def warp_size(self, opts):
-        return WARP
-
-    def stream_threads(self, opts):
-        return STREAM_BLOCK
-
-    def registers_fit(self, kern):
-        est = kern.registers()
-        return est is None or est <= MAX_REGISTERS
-
     def _candidates(self, dtype):
         if dtype != np.float32:
             raise ValueError(f'MetalMatMul generates float32 kernels only '
@@ -56,7 +41,7 @@ class MetalMatMul(MatMul):
                              f'{np.dtype(dtype).name}')
         gates = {'w2': self.width2_ok(), 'beta': self.beta != 0,
                  'bigm': self.info.m > BIG_M}
-        return self._from_table(CANDIDATES, gates, dtype)
+        return self._from_table(self.table, gates, dtype)
 
     def render(self, cand, dtype, kname='gimmik_mm'):
         src, meta = super().render(cand, dtype, kname)

@@ -18,16 +18,7 @@ from gimmik.families.bstream_msplit import BstreamMsplit
 from gimmik.families.cstream import Cstream
 from gimmik.families.cstream_ksplit import CstreamKsplit
 from gimmik.families.cstream_mblock import CstreamMblock
-
-# Work-items a row of a work-group runs (the LDS-staged families' x
-# extent) and a streaming work-group's size
-WARP = 64
-STREAM_BLOCK = 128
-
-# Registers a work-item's values may take by the family's estimate: the
-# unrolled kernels keep their values in registers, and beyond this the
-# devices' compilers (255 registers on NVIDIA, 256 VGPRs on AMD) spill
-MAX_REGISTERS = 200
+from gimmik.targets import OPENCL
 
 # Local memory assumed where the client names none (most GPUs have 32-64
 # KiB a work-group)
@@ -68,6 +59,8 @@ class OpenCLMatMul(MatMul):
     n is baked) and takes send() feedback."""
 
     platform = 'opencl'
+    target = OPENCL
+    table = CANDIDATES
     gate_names = GATES
 
     def _check_opts(self, local_mem_size=None):
@@ -80,20 +73,10 @@ class OpenCLMatMul(MatMul):
                              f'of bytes, not {local_mem_size!r}')
         return {'local_mem_size': int(local_mem_size)}
 
-    def warp_size(self, opts):
-        return WARP
-
-    def stream_threads(self, opts):
-        return STREAM_BLOCK
-
-    def registers_fit(self, kern):
-        est = kern.registers()
-        return est is None or est <= MAX_REGISTERS
-
     def _candidates(self, dtype, local_mem_size):
         gates = {'w2': self.width2_ok(), 'beta': self.beta != 0,
                  'bigm': self.info.m > BIG_M}
-        out = self._from_table(CANDIDATES, gates, dtype,
+        out = self._from_table(self.table, gates, dtype,
                                {'local_mem_size': local_mem_size})
         return [c for c in out
                 if self.kernel(c, dtype).geometry().shared <= local_mem_size]

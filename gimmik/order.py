@@ -124,6 +124,7 @@ from gimmik.families.bstream_msplit import BstreamMsplit
 from gimmik.families.bstream_warprows import BstreamWarpRows
 from gimmik.families.cstream_mblock import CstreamMblock
 from gimmik.families.mma_gemm import MmaGemm
+from gimmik.targets import target
 
 # Rows beyond which the row-blocked families are offered (cuda 'bigm')
 BIG_M = 64
@@ -248,17 +249,15 @@ RULE_ROWS = {
 # from its parameters
 SORTED_FAMILIES = {'cuda': (CstreamMblock,)}
 
-# Platforms whose every candidate is placed by gimmik.cost's estimate
-ESTIMATED = frozenset({'hip'})
-
 
 def placed_rows(platform, table):
     """The ids of the rows of a platform's table its rules place (every
     row where the estimate orders the platform); None where the platform
     has no rules (its table order is the offer)."""
-    if platform in ESTIMATED:
+    how = target(platform).order
+    if how == 'cost':
         return {row.id for row in table}
-    if platform not in RULE_ROWS:
+    if how != 'rules':
         return None
     return RULE_ROWS[platform] | {row.id for row in table
                                   if row.family in SORTED_FAMILIES[platform]}
@@ -431,12 +430,13 @@ def order_candidates(info, cands, platform, beta=0.0, n=None, mm=None,
     the generator `mm` and the dtype.  Other platforms keep the table
     order."""
     cands = list(cands)
-    if platform in ESTIMATED:
+    how = target(platform).order
+    if how == 'cost':
         if mm is None or dtype is None:
             raise ValueError(f'the {platform} order is estimated: it needs '
                              'the generator (mm) and the dtype')
         return _order_hip(mm, cands, dtype)
-    if platform != 'cuda':
+    if how != 'rules':
         return cands
     prefs = _prefs(info, cands, beta, n)
     rank = {}

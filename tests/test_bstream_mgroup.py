@@ -13,7 +13,7 @@ import pytest
 from conftest import HIP_OPTS, Panels, random_operator, run_hip_candidate
 from gimmik import CUDAMatMul, HIPMatMul
 from gimmik.base import Candidate
-from gimmik.families import BATCH_LOADS
+from gimmik.targets import HIP
 from gimmik.plans import msplit_plan
 from gimmik.emulate import run_hip
 from gimmik.families.bstream_mgroup import group_rows, mgroup_plan
@@ -82,7 +82,7 @@ def run_one(rng, A, family, params, dtype, beta, baked, **kw):
 
 def test_hip_loads_chunks_in_batches(rng):
     """HIP: each group's chunks in plans.msplit_plan's load batches of
-    BATCH_LOADS loads a wave (CUDA: one chunk a batch), the staging
+    batch_loads loads a wave (CUDA: one chunk a batch), the staging
     registers those of the fullest batch; the HIP source fences each
     batch's loads and each group's case, the CUDA source has no fence."""
     A = tall_operator(rng)
@@ -92,7 +92,7 @@ def test_hip_loads_chunks_in_batches(rng):
         kern = HIPMatMul(A, beta=0.0, aligne=2).kernel(cand, np.float64)
         for r0, r1, sub in kern.plan.groups:
             want = msplit_plan(A[r0:r1], params['msplit'], params['bsz'],
-                               even=True, min_loads=BATCH_LOADS['hip'])
+                               even=True, min_loads=HIP.batch_loads)
             assert sub.batches == want.batches
             assert sub.slots == want.slots
             joined |= any(len(b) > 1 for b in sub.batches)
@@ -127,11 +127,11 @@ def test_hip_loads_chunks_in_batches(rng):
 
 def test_c_joins_the_last_batch(rng):
     """HIP, beta != 0, one column a thread: a group whose last batch's B
-    loads or C loads are fewer than BATCH_LOADS loads C's old values with
+    loads or C loads are fewer than batch_loads loads C's old values with
     that batch (the estimate holds both); two columns a thread, beta 0 and
     CUDA never; exact in the executor."""
     A = tall_operator(rng)
-    size = BATCH_LOADS['hip']
+    size = HIP.batch_loads
     seen = set()
     for params in MGROUP:
         cand = Candidate('bstream-mgroup', params, OPTS)

@@ -1,5 +1,5 @@
 """bstream-msplit (gimmik.families.bstream_msplit) in load batches on HIP:
-its chunks staged in batches of at least BATCH_LOADS loads a wave and C's
+its chunks staged in batches of at least batch_loads loads a wave and C's
 old values read in runs run exactly in the CPU executor (ragged n, padded
 strides, beta 0, 1 and -0.5, f32 and f64, n baked and not, 2, 3 and 4
 waves, a chunk a wave shares unevenly); the runs cover the rows that read
@@ -14,7 +14,7 @@ import pytest
 from conftest import HIP_OPTS, random_operator, run_hip_candidate
 from gimmik import CUDAMatMul, HIPMatMul
 from gimmik.base import Candidate
-from gimmik.families import BATCH_LOADS
+from gimmik.targets import HIP
 
 OPTS = HIP_OPTS
 
@@ -85,7 +85,7 @@ def test_c_runs_cover_the_rows_that_read_c(rng, beta):
         zero = [i for i in range(r0, r1) if not A[i].any()]
         want = [i for i in range(r0, r1) if beta != 1 or i not in zero]
         assert rows == want
-        assert all(len(run) >= BATCH_LOADS['hip'] for run in runs[:-1])
+        assert all(len(run) >= HIP.batch_loads for run in runs[:-1])
     assert fam.live_values() >= fam.plan.nacc + max(
         len(run) for runs in crows for run in runs)
 
@@ -105,7 +105,7 @@ def test_c_joins_the_last_batch_where_either_is_short(rng):
         plan = fam.plan
         nb = sum(len(plan.loads[q][0]) for b in plan.batches for q in b)
         nc = sum(map(len, fam.cruns()))
-        short = min(nb, nc) < BATCH_LOADS['hip']
+        short = min(nb, nc) < HIP.batch_loads
         assert fam.c_joins() == short
         seen.add(short)
         src, _ = mm.render(cand, np.float64)
@@ -185,8 +185,8 @@ def test_batches_past_the_register_limit_not_offered(rng):
     mm = HIPMatMul(A, beta=1.0, aligne=2)
     cand = Candidate('bstream-msplit', ROWS[0], OPTS)
     fam = mm.kernel(cand, np.float64)
-    assert fam.min_loads == BATCH_LOADS['hip']
-    assert fam.plan == fam._plan(BATCH_LOADS['hip'])
+    assert fam.min_loads == HIP.batch_loads
+    assert fam.plan == fam._plan(HIP.batch_loads)
     assert fam.registers() > fam.register_limit()
     assert not mm.registers_fit(fam)
     offered = [m['variant'] for _, m in mm.kernels(

@@ -19,7 +19,7 @@ from conftest import (CUDA_OPTS, HIP_OPTS, random_operator, run_candidate,
                       run_hip_candidate)
 from gimmik import CUDAMatMul, HIPMatMul
 from gimmik.base import Candidate
-from gimmik.families import BATCH_LOADS
+from gimmik.targets import HIP
 from gimmik.families.cstream_ksplit import CHUNKED_MAX_DENSITY, CstreamKsplit
 
 OPTS = HIP_OPTS
@@ -67,7 +67,7 @@ def test_c_runs_cover_the_rows_that_read_c(rng, beta, ksplit):
         rows = [i for run in runs for i in run]
         owned = [i for i, o in enumerate(fam.plan.owner) if o == y]
         assert rows == [i for i in owned if beta != 1 or A[i].any()]
-        assert all(len(run) >= BATCH_LOADS['hip'] for run in runs[:-1])
+        assert all(len(run) >= HIP.batch_loads for run in runs[:-1])
     src, _ = mm.render(Candidate('cstream-ksplit', dict(ksplit=ksplit),
                                  OPTS), np.float64)
     # every old value of C is loaded once, by one code for every warp,
@@ -93,7 +93,7 @@ def test_c_joins_b_where_either_is_short(rng):
             np.float64)
         nb = max(map(len, fam.plan.loads))
         nc = sum(map(len, fam.cruns()))
-        short = min(nb, nc) < BATCH_LOADS['hip']
+        short = min(nb, nc) < HIP.batch_loads
         assert fam.c_joins() == short
         assert len(fam.cruns()) == 1 or not short
         seen.add(short)

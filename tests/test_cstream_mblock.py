@@ -17,7 +17,7 @@ from conftest import (GPU_RUNS, Panels, gradient_like, group_operator,
 from gimmik import CUDAMatMul, HIPMatMul
 from gimmik.base import Candidate
 from gimmik.emulate import run_hip
-from gimmik.families import BATCH_LOADS
+from gimmik.targets import HIP
 from gimmik.families.cstream_mblock import (RUNTIME_STACK, CstreamMblock,
                                             group_reads,
                                             mblock_groups, mblock_rows,
@@ -30,7 +30,7 @@ OPTS = {'gcn_arch': 'gfx942', 'warp_size': 64}
 
 def test_platform_batches(rng):
     A = group_operator(rng)
-    size = BATCH_LOADS['hip']
+    size = HIP.batch_loads
     cand = Candidate('cstream-mblock', dict(width=1, groups=4), OPTS)
     hip = HIPMatMul(A, beta=1.0).kernel(cand, np.float64)
     assert hip.plan == mblock_groups(
@@ -47,10 +47,10 @@ def test_platform_batches(rng):
 
 def test_beta_zero_batches_where_rows_wait_often(rng):
     """HIP, beta 0: a group is computed in load batches where one row a
-    batch would wait more than once per BATCH_LOADS loads (a gather: four
+    batch would wait more than once per batch_loads loads (a gather: four
     B rows of its own a row), else one row a batch (a dense A: its first
     row loads every B row); never a C value read."""
-    size = BATCH_LOADS['hip']
+    size = HIP.batch_loads
     gather = np.zeros((32, 128))
     for i in range(32):
         gather[i, 4*i:4*i + 4] = rng.uniform(1.0, 2.0, 4)
@@ -90,11 +90,11 @@ def test_cstream_batches(rng):
 @pytest.mark.parametrize('baked', [True, False])
 def test_cstream_batches_beta_zero(rng, width, baked):
     """HIP, beta 0: load batches where one row a batch would wait more
-    than once per BATCH_LOADS loads, else one row a batch; with n baked,
+    than once per batch_loads loads, else one row a batch; with n baked,
     one row a batch also where the batches' registers exceed the family's
     limit (with n at run time the batches stay and the estimate decides
     whether the candidate is offered); never a C value read."""
-    size = BATCH_LOADS['hip']
+    size = HIP.batch_loads
     diag = np.diag(rng.uniform(1.0, 2.0, 24))
     dense = rng.uniform(1.0, 2.0, (6, 24))
     # row 0 of `held` loads 38 B rows kept to the last row, the rows
@@ -179,7 +179,7 @@ def test_bstream_runs(rng):
         kern = HIPMatMul(A, beta=beta).kernel(cand, np.float64)
         bruns, cruns = kern.runs()
         assert [cp for r in bruns for cp in r] == kern.plan
-        assert all(len(r) >= BATCH_LOADS['hip'] for r in bruns)
+        assert all(len(r) >= HIP.batch_loads for r in bruns)
         assert sum(map(len, bruns)) == used
         if beta == 0:
             assert cruns is None

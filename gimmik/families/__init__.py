@@ -14,8 +14,8 @@ facts the platforms' policies read from it (class attributes):
   names no architecture, passes such candidates over.
 - ``max_registers``: {platform: the most 32-bit registers a thread may need
   by :meth:`Family.registers` for the candidate to be offered, or None for
-  no limit (the family bounds its registers itself, in adapt)}.  Every
-  GPU platform a family runs on must have a key.
+  no limit (the family bounds its registers itself, in adapt)}, where it
+  differs from the platform's (gimmik.targets, Target.max_registers).
 - ``free_registers`` (CUDA launch bounds): on sm_90, a candidate whose
   register estimate is at most this gets no minimum of blocks per SM in
   its launch bounds (ptxas then keeps its registers low); None: always a
@@ -63,16 +63,6 @@ from gimmik import plans
 # Registers a candidate needs beyond its live values (addresses, indices)
 REGISTER_MARGIN = 24
 
-# The register limits of a family (Family.max_registers) unless it sets its
-# own.  HIP: a candidate needing more VGPRs by its estimate would be spilt
-# to scratch by the compiler (clang-19 spills cstream/width2 of
-# p3-pyr-m132, 90 live B rows, on gfx942); where no candidate with a limit
-# fits, gimmik.hip still offers the one that needs the fewest.  CUDA: a
-# thread has at most 255 registers; the limits are set from ptxas reports
-# on the PyFR suite, where ptxas hoists the loads of the unrolled
-# cstream/bstream further than the estimate assumes.
-MAX_REGISTERS = {'hip': 200, 'cuda': 160}
-
 # Register estimate at or below which the streaming families that keep
 # no B values in shared memory (cstream, cstream-mblock, bstream) get no
 # minimum of blocks per SM in their CUDA launch bounds on sm_90
@@ -83,30 +73,6 @@ MAX_REGISTERS = {'hip': 200, 'cuda': 160}
 # bstream-msplit.  Measured on sm_90 and applied there only: ptxas for
 # sm_80 spilled an f32 cstream without the minimum.
 FREE_REGISTER_ESTIMATE = 64
-
-# The unrolled cstream families (cstream, cstream-mblock): the global loads
-# a thread issues before it consumes any of them where beta != 0, per
-# platform (gimmik.plans.load_batches; None: each row of C loads its own B
-# rows just before it, C's old value inside its update).  On HIP a wave
-# then waits for all its loads (s_waitcnt vmcnt(0)) once a batch, not once
-# a row: clang-19 keeps loads where the source puts them, and a row's
-# beta*C load, consumed at once, drained the memory pipe every row
-# (p4-pri-m6, beta 1, 16 groups: 65 full waits on 490 loads, 15 in
-# batches; cstream of p4-hex-m6: 391 on 525, 18 in batches).  Batches cost
-# registers: the C values of up to 8 rows and what clang-19 hoists with
-# them (cstream of p3-pri-m3, beta 1: 74 to 130 VGPRs).  With beta 0
-# clang-19 mostly waits at most once per 8 loads on one row a batch, and
-# batching B alone there only costs registers (p4-hex-m460, 16 groups: 64
-# to 88 VGPRs, 8 to 5 waves a SIMD); cstream batches B at beta 0 only
-# where one row a batch would wait more often than that
-# (plans.row_batches_wait_often: cstream of p3-pri-m460, rows loading 8
-# and 2 B rows in turn, 8 full waits on 40 loads, none in batches at the
-# same 168 VGPRs).  bstream (gimmik.plans.load_runs) loads B's
-# rows, whatever beta, and C's old values in runs of this many: one B row
-# at a time it waited for each (p4-pri-m3, beta 1: 165 full waits on 180
-# loads, 1 in runs, at 156 to 256 VGPRs, 3 waves to 1).
-BATCH_LOADS = {'hip': 8, 'cuda': None, 'c': None, 'opencl': None,
-               'metal': None}
 
 
 @dataclass(frozen=True)
@@ -156,7 +122,7 @@ class Family:
 
     name = None
     arch_specific = False
-    max_registers = MAX_REGISTERS
+    max_registers = {}
     free_registers = None
 
     def __init__(self, mm, cand, dtype):
@@ -234,11 +200,11 @@ class Family:
 
     # -- shared ----------------------------------------------------------
     def batch_min_loads(self, plan=None):
-        """The loads a cstream load batch issues (BATCH_LOADS) where the
-        kernel reads C or, given its cstream plan, where one row a batch
-        would wait more than once per BATCH_LOADS loads
+        """The loads a cstream load batch issues (Target.batch_loads)
+        where the kernel reads C or, given its cstream plan, where one row a
+        batch would wait more than once per batch_loads loads
         (plans.row_batches_wait_often); else None (one row a batch)."""
-        size = BATCH_LOADS[self.mm.platform]
+        size = self.mm.target.batch_loads
         if size is None:
             return None
         if self.mm.beta != 0 or (
@@ -277,8 +243,9 @@ class Family:
 
     def register_limit(self):
         """The most registers the estimate may give on this candidate's
-        platform (max_registers), None for no limit."""
-        return self.max_registers[self.mm.platform]
+        platform (max_registers, else the target's), None for no limit."""
+        return self.max_registers.get(self.mm.platform,
+                                      self.mm.target.max_registers)
 
     @cached_property
     def plan(self):

@@ -1,11 +1,10 @@
 """bstream: one thread per column group; the used rows of B are walked
 once, each updating every row of C it touches in registers (HIP, CUDA and
-C); on HIP B's rows and C's old values are loaded in runs of BATCH_LOADS
+C); on HIP B's rows and C's old values are loaded in runs of batch_loads
 before they are consumed."""
 
 from gimmik import plans
-from gimmik.families import (BATCH_LOADS, FREE_REGISTER_ESTIMATE, Family,
-                             Geometry)
+from gimmik.families import FREE_REGISTER_ESTIMATE, Family, Geometry
 
 
 class Bstream(Family):
@@ -24,7 +23,7 @@ class Bstream(Family):
         elsewhere): B runs are lists of the plan's ColPlans, loaded
         together, C runs (rows, rows of them whose old value is read)
         where beta != 0, else None."""
-        size = BATCH_LOADS[self.mm.platform]
+        size = self.mm.target.batch_loads
         if size is None:
             return None, None
         bruns = [self.plan[a:b] for a, b in

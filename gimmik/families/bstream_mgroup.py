@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from gimmik import plans
 from gimmik.analysis import split_even
-from gimmik.families import BATCH_LOADS, Family, Geometry
+from gimmik.families import Family, Geometry
 
 
 @dataclass
@@ -79,7 +79,7 @@ class BstreamMgroup(Family):
     def build_plan(self):
         p = self.params
         return mgroup_plan(self.A, p['msplit'], p['rows'], p['bsz'],
-                           BATCH_LOADS[self.mm.platform])
+                           self.mm.target.batch_loads)
 
     def context(self):
         p = self.params
@@ -92,7 +92,7 @@ class BstreamMgroup(Family):
         """Whether the old C values of a wave's rows are loaded by code
         the same in every wave, ahead of the waves' cases (the platform
         batches loads and beta != 0)."""
-        return (BATCH_LOADS[self.mm.platform] is not None
+        return (self.mm.target.batch_loads is not None
                 and self.mm.beta != 0)
 
     def c_joins(self):
@@ -100,8 +100,8 @@ class BstreamMgroup(Family):
         load batch (one wait for both): C read ahead, one column a thread
         (its loads clamped to a column inside n need no guard), and the
         last batch's B loads or the C loads (the most rows a wave has)
-        fewer than a batch (BATCH_LOADS), which would wait alone."""
-        size = BATCH_LOADS[self.mm.platform]
+        fewer than a batch (Target.batch_loads), which would wait alone."""
+        size = self.mm.target.batch_loads
         if not self.c_ahead or self.params.get('width', 1) != 1:
             return [False]*len(self.plan.groups)
         return [bool(sub.chunks) and min(self._last_loads(sub),

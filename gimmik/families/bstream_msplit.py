@@ -2,9 +2,9 @@
 msplit warps, the used rows of B staged through a double-buffered chunk of
 bsz rows in shared memory.
 
-Where the platform batches loads (BATCH_LOADS), a warp's share of several
-chunks is loaded at once (plans.msplit_plan's load batches of at least
-that many loads a thread) by one code for every warp, the row a warp
+Where the platform batches loads (Target.batch_loads), a warp's share of
+several chunks is loaded at once (plans.msplit_plan's load batches of at
+least that many loads a thread) by one code for every warp, the row a warp
 loads selected by its wave-uniform index (plans.msplit_stage_rows), and
 written to LDS by one code; preloaded C is loaded with the first batch
 and C's old values, read after the last chunk, in runs of that many
@@ -18,7 +18,7 @@ offered."""
 from functools import cached_property
 
 from gimmik import plans
-from gimmik.families import BATCH_LOADS, Family, Geometry
+from gimmik.families import Family, Geometry
 
 
 class BstreamMsplit(Family):
@@ -32,17 +32,18 @@ class BstreamMsplit(Family):
     def batched(self):
         """Whether the platform batches loads (the LDS writes are then one
         code for every warp)."""
-        return BATCH_LOADS[self.mm.platform] is not None
+        return self.mm.target.batch_loads is not None
 
     @property
     def min_loads(self):
-        """The loads a warp issues a batch (BATCH_LOADS), or None where the
-        platform does not batch (one chunk a batch, no runs of C).  Where
-        batches take the register estimate past the limit the candidate is
-        not offered (MatMul.registers_fit): one chunk a batch and C a row
-        at a time would wait for every few loads (4 a chunk at bsz 8 and
-        msplit 2: 29 full waits on 113 loads, clang-19, gfx942)."""
-        return BATCH_LOADS[self.mm.platform]
+        """The loads a warp issues a batch (Target.batch_loads), or None
+        where the platform does not batch (one chunk a batch, no runs of
+        C).  Where batches take the register estimate past the limit the
+        candidate is not offered (MatMul.registers_fit): one chunk a batch
+        and C a row at a time would wait for every few loads (4 a chunk at
+        bsz 8 and msplit 2: 29 full waits on 113 loads, clang-19,
+        gfx942)."""
+        return self.mm.target.batch_loads
 
     def geometry(self):
         w = self.params.get('width', 1)
@@ -102,7 +103,7 @@ class BstreamMsplit(Family):
         """Whether C's old values are loaded with the last load batch (so
         that a wave waits once for both): where C's loads or the staged
         B's are fewer than a batch (either alone would wait for fewer
-        than BATCH_LOADS loads) and the register estimate allows."""
+        than batch_loads loads) and the register estimate allows."""
         return self._joins
 
     def c_positions(self):

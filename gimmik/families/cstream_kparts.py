@@ -5,7 +5,7 @@ warps go through the parts in turn, a barrier between them; within a
 part, the rows with terms there are grouped by the B rows they share
 (analysis.shared_row_groups, at most `shared` B rows a group) and the
 groups dealt to the block's `warps` warps (where the platform batches
-loads, a warp's consecutive groups merged into batches of BATCH_LOADS B
+loads, a warp's consecutive groups merged into batches of batch_loads B
 rows or more: one wait for them).  A row of C whose terms fall
 in several parts keeps its partial sum in shared memory (a slot, one
 value a column) from its first part to its last, which stores it.
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gimmik.analysis import ksplit_ranges, shared_row_groups
-from gimmik.families import BATCH_LOADS, Family, Geometry
+from gimmik.families import Family, Geometry
 from gimmik.families.cstream_mblock import group_reads, mblock_rows
 from gimmik.plans import balanced_row_groups
 
@@ -78,7 +78,7 @@ class KpartsBlock:
 def kparts_plan(A, groups, parts, shared, warps, min_loads=None):
     """[KpartsBlock of each of A's `groups` contiguous row groups (empty
     ones dropped)]: see the module docstring.  With min_loads (the
-    platform's BATCH_LOADS), a warp's consecutive groups are merged until
+    platform's batch_loads), a warp's consecutive groups are merged until
     each loads at least that many B rows (the union of theirs): one wait
     for them all."""
     S = np.asarray(A) != 0
@@ -170,7 +170,7 @@ def _bound_plan(mm, params):
            params['shared'], params['warps'])
     return mm.memo(key, lambda: kparts_plan(
         mm.A, params['groups'], params['parts'], params['shared'],
-        params['warps'], BATCH_LOADS[mm.platform]))
+        params['warps'], mm.target.batch_loads))
 
 
 class CstreamKparts(Family):

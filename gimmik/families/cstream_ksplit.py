@@ -2,7 +2,7 @@
 block's ksplit warps; partial sums handed to each row's owner through
 shared memory.
 
-Where the platform batches loads (BATCH_LOADS), a warp's B values are
+Where the platform batches loads (Target.batch_loads), a warp's B values are
 loaded by one code for every warp (the row a warp loads selected by its
 wave-uniform index: stage_rows) and waited for once before the warps'
 cases sum them, and C's old values, read in the finish, in runs of that
@@ -21,7 +21,7 @@ and every B value: the k-split of operators whose one pass spills."""
 from functools import cached_property
 
 from gimmik import plans
-from gimmik.families import BATCH_LOADS, Family, Geometry
+from gimmik.families import Family, Geometry
 
 
 # The register limit of the k-split in passes (CUDA): its estimate (a
@@ -49,7 +49,7 @@ class CstreamKsplit(Family):
         # passes of chunk rows: only where loads are not batched, where
         # they are more than one and on wide sparse operators
         chunk, info = params.get('chunk'), mm.info
-        if chunk is not None and (BATCH_LOADS[mm.platform] is not None
+        if chunk is not None and (mm.target.batch_loads is not None
                                   or chunk >= info.m
                                   or info.density >= CHUNKED_MAX_DENSITY
                                   or len(info.bix) < CHUNKED_MIN_WIDTH*info.m):
@@ -73,7 +73,7 @@ class CstreamKsplit(Family):
     def batched(self):
         """Whether the platform batches loads (the loads are then one
         code for every warp)."""
-        return BATCH_LOADS[self.mm.platform] is not None
+        return self.mm.target.batch_loads is not None
 
     def owned(self):
         """[y] -> the rows of C warp y owns (finishes)."""
@@ -89,7 +89,7 @@ class CstreamKsplit(Family):
             for rows in self.owned()]
 
     def _cruns(self):
-        min_loads = BATCH_LOADS[self.mm.platform]
+        min_loads = self.mm.target.batch_loads
         if not self.reads_c_in_runs(min_loads):
             return None
         return plans.wave_runs(self._c_reads(), min_loads)
@@ -108,7 +108,7 @@ class CstreamKsplit(Family):
 
     @cached_property
     def _joins(self):
-        cruns, size = self._cruns(), BATCH_LOADS[self.mm.platform]
+        cruns, size = self._cruns(), self.mm.target.batch_loads
         if not cruns:
             return False
         nc = sum(map(len, cruns))
@@ -122,7 +122,7 @@ class CstreamKsplit(Family):
     def c_joins(self):
         """Whether C's old values are loaded with B's (one wait for both):
         where either are fewer than a batch (alone they would wait for
-        fewer than BATCH_LOADS loads) and the register estimate allows."""
+        fewer than batch_loads loads) and the register estimate allows."""
         return self._joins
 
     def cruns(self):

@@ -26,8 +26,7 @@ import numpy as np
 from gimmik import plans
 from gimmik.analysis import (partition_rows, shared_row_groups,
                              sparse_gemm_worth_it)
-from gimmik.families import (FREE_REGISTER_ESTIMATE, MAX_REGISTERS,
-                             Family, Geometry)
+from gimmik.families import FREE_REGISTER_ESTIMATE, Family, Geometry
 
 
 # Shared and partitioned row groups are offered where they read at most
@@ -100,7 +99,7 @@ def mblock_groups(A, rows, batches):
 class CstreamMblock(Family):
     name = 'cstream-mblock'
     # CUDA: ptxas keeps a row group's unrolled loads closer to the estimate
-    max_registers = dict(MAX_REGISTERS, cuda=200)
+    max_registers = {'cuda': 200}
     free_registers = FREE_REGISTER_ESTIMATE
 
     @classmethod

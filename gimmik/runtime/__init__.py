@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 
+from gimmik.cost import moved_bytes  # noqa: F401 (the API)
 from gimmik.errors import MissingExtra, RuntimeUnavailable
 from gimmik.verify import rel_error
 
@@ -28,12 +29,6 @@ AUTO_ORDER = ('hip', 'cuda', 'c')
 # A platform's device nodes: `auto` warns when it passes over a platform
 # whose device is there but whose Python packages (an extra) are not
 DEVICE_NODES = {'hip': '/dev/kfd'}
-
-
-def moved_bytes(info, beta, n, itemsize):
-    """Bytes a C = A*B + beta*C kernel must move at the least: the used rows
-    of B read once, C written once and, when beta != 0, read once."""
-    return itemsize*n*(len(info.bix) + info.m*(2 if beta else 1))
 
 
 class Runtime(ABC):

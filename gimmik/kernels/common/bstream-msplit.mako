@@ -10,7 +10,7 @@
 ## are issued before the FMAs of the chunk ahead of it, into registers its
 ## chunks are written to LDS from, one chunk after each chunk's FMAs (a
 ## first batch's chunk 1 with chunk 0, into the second buffer);
-## batched (the platform batches loads, BATCH_LOADS): the loads and those
+## batched (Target.batch_loads): the loads and those
 ## writes are one code for every warp (stage_load_all, store_chunk),
 ## not cases of the switch: the row a warp loads is selected by its
 ## wave-uniform index (stage_rows), so a batch is one path and one wait.

@@ -7,7 +7,7 @@
 ## every row of C, hands the partial sums of rows it does not own to their
 ## owner through shared memory (LDS),
 ## and each owner finishes its rows.
-## batched (the platform batches loads, BATCH_LOADS): a warp's B values
+## batched (Target.batch_loads): a warp's B values
 ## (ld<s>), preloaded C and C's old values are loaded by one code for every
 ## warp, the row selected by the warp's wave-uniform index (stage_rows,
 ## c_positions), and waited for once before the warps' cases use them.
