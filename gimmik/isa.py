@@ -23,7 +23,7 @@ import tempfile
 
 from gimmik import cache
 from gimmik.errors import RuntimeUnavailable
-from gimmik.validate import GFX_ARCH as _ARCH
+from gimmik.validate import GFX_ARCH as _ARCH, add_dtype_argument
 
 # Arches the report is made for by default (MI250X, MI300X)
 DEFAULT_ARCHES = ('gfx90a', 'gfx942')
@@ -400,8 +400,7 @@ def add_arguments(p):
     p.add_argument('--arch', action='append', default=None,
                    help='gfx arch to compile for; repeat for several '
                         f'(default: {" ".join(DEFAULT_ARCHES)})')
-    p.add_argument('--dtype', default='float64',
-                   help='float64 (default) or float32')
+    add_dtype_argument(p)
     p.add_argument('--beta', type=float, default=0.0,
                    help='beta of C = A*B + beta*C (default 0)')
     p.add_argument('--aligne', type=int, default=4,

@@ -17,6 +17,7 @@ the upstream GiMMiK benchmark layout ``p{p}/{ele}/{mat}-sp.mtx`` is named
 import contextlib
 import fnmatch
 import json
+import math
 import os
 import re
 import zipfile
@@ -103,9 +104,16 @@ def read_mtx(path):
     """Read a real MatrixMarket file into a dense float64 array.
 
     Supports the coordinate and array formats with real or integer fields
-    and general, symmetric or skew-symmetric symmetry."""
-    with open(path, encoding='ascii', errors='replace') as f:
-        lines = f.read().splitlines()
+    and general, symmetric or skew-symmetric symmetry.  Numbers are read
+    as MatrixMarket writes them (no digit separators, no inf or nan; an
+    integer field holds integers float64 holds exactly); a bad one is a
+    ValueError naming its line."""
+    with open(path, 'rb') as f:
+        raw = f.read()
+    # a UTF-8 byte-order mark, as some editors write one
+    if raw.startswith(b'\xef\xbb\xbf'):
+        raw = raw[3:]
+    lines = raw.decode('ascii', errors='replace').splitlines()
     if not lines:
         raise ValueError(f'{path}: empty file, not MatrixMarket')
 
@@ -124,14 +132,15 @@ def read_mtx(path):
         raise ValueError(f'{path}: MatrixMarket symmetry {symm!r} is not '
                          f'supported')
 
-    body = [ln for ln in lines[1:] if ln.strip() and not ln.startswith('%')]
+    # (line number, words) of the lines that are not blank or comments
+    body = [(no, ln.split()) for no, ln in enumerate(lines[1:], 2)
+            if ln.strip() and not ln.startswith('%')]
     if not body:
         raise ValueError(f'{path}: no size line')
-    try:
-        size = [int(x) for x in body[0].split()]
-        data = [ln.split() for ln in body[1:]]
-    except ValueError as e:
-        raise ValueError(f'{path}: bad size line {body[0]!r}') from e
+    no, words = body[0]
+    size = [_mtx_int(path, no, w, 'bad size line') for w in words]
+    data = body[1:]
+    integer = field == 'integer'
 
     if fmt == 'coordinate':
         if len(size) != 3:
@@ -146,23 +155,23 @@ def read_mtx(path):
             raise ValueError(f'{path}: {nent} entries declared, '
                              f'{len(data)} found')
         A = np.zeros((m, k))
-        for ln in data:
+        for no, ln in data:
             if len(ln) != 3:
-                raise ValueError(f'{path}: bad entry {" ".join(ln)!r}')
-            try:
-                i, j, v = int(ln[0]) - 1, int(ln[1]) - 1, float(ln[2])
-            except ValueError as e:
-                raise ValueError(f'{path}: bad entry {" ".join(ln)!r}') \
-                    from e
+                raise ValueError(f'{path}: line {no}: bad entry '
+                                 f'{" ".join(ln)!r}')
+            i = _mtx_int(path, no, ln[0], 'bad entry') - 1
+            j = _mtx_int(path, no, ln[1], 'bad entry') - 1
+            v = _mtx_value(path, no, ln[2], integer)
             if not (0 <= i < m and 0 <= j < k):
-                raise ValueError(f'{path}: entry ({i + 1}, {j + 1}) is '
-                                 f'outside the {m} x {k} matrix')
+                raise ValueError(f'{path}: line {no}: entry ({i + 1}, '
+                                 f'{j + 1}) is outside the {m} x {k} matrix')
             # a symmetric file holds the lower triangle only (and a
             # skew-symmetric one no diagonal)
             if symm != 'general' and (i < j or (i == j and symm !=
                                                 'symmetric')):
-                raise ValueError(f'{path}: entry ({i + 1}, {j + 1}) is not '
-                                 f'below the diagonal of a {symm} matrix')
+                raise ValueError(f'{path}: line {no}: entry ({i + 1}, '
+                                 f'{j + 1}) is not below the diagonal of a '
+                                 f'{symm} matrix')
             A[i, j] += v
             if symm != 'general' and i != j:
                 A[j, i] += v if symm == 'symmetric' else -v
@@ -172,12 +181,13 @@ def read_mtx(path):
                              f'columns')
         m, k = size
         _check_shape(path, m, k)
-        try:
-            vals = [float(ln[0]) for ln in data if len(ln) == 1]
-        except ValueError as e:
-            raise ValueError(f'{path}: bad array value') from e
-        if len(vals) != len(data):
-            raise ValueError(f'{path}: array entries must be one per line')
+        vals = []
+        for no, ln in data:
+            if len(ln) != 1:
+                raise ValueError(f'{path}: line {no}: array entries must be '
+                                 f'one per line')
+            vals.append(_mtx_value(path, no, ln[0], integer,
+                                   'bad array value'))
         if symm == 'general':
             if len(vals) != m*k:
                 raise ValueError(f'{path}: {m*k} values expected, '
@@ -196,6 +206,45 @@ def read_mtx(path):
                 A[i, j] = v
                 A[j, i] = v if symm == 'symmetric' else -v
     return A
+
+
+# MatrixMarket's numbers: stricter than Python's int() and float(), which
+# read 1_0 as 10 and take inf, nan and surrounding space
+_MTX_INT = re.compile(r'[+-]?[0-9]+\Z')
+_MTX_REAL = re.compile(r'[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z')
+
+
+def _mtx_int(path, no, word, what):
+    """An integer word (a size or an index) of line `no`."""
+    if not _MTX_INT.match(word):
+        raise ValueError(f'{path}: line {no}: {what}: {word!r} is not an '
+                         f'integer')
+    return int(word)
+
+
+def _mtx_value(path, no, word, integer, what='bad entry'):
+    """A value word of line `no` as a float64: an integer field's exactly
+    (else ValueError), a real field's within float64's range."""
+    if integer:
+        v = _mtx_int(path, no, word, what)
+        try:
+            x = float(v)
+        except OverflowError:
+            x = math.inf
+        if x != v:
+            raise ValueError(
+                f'{path}: line {no}: the integer {word} does not round-trip '
+                f'as float64 (integers beyond 2**53 lose digits, beyond '
+                f'1.8e308 overflow)')
+        return x
+    if not _MTX_REAL.match(word):
+        raise ValueError(f'{path}: line {no}: {what}: {word!r} is not a '
+                         f'real number')
+    x = float(word)
+    if math.isinf(x):
+        raise ValueError(f'{path}: line {no}: {word} overflows float64 '
+                         f'(beyond +-{np.finfo(np.float64).max:.4g})')
+    return x
 
 
 def _check_shape(path, m, k):
@@ -226,6 +275,11 @@ def _open_npz(path):
     """np.load of an .npz archive; an archive that cannot be read (cut
     short, damaged, not a zip file) is a ValueError naming it, wherever the
     damage shows (opening it or reading a member)."""
+    # np.load takes a file that is no zip for a .npy or a pickle, and its
+    # advice about pickled data would mislead
+    if os.path.isfile(path) and not zipfile.is_zipfile(path):
+        raise ValueError(f'{path}: not a valid .npz archive: not a zip file '
+                         f'(another format, or cut short?)')
     try:
         with np.load(path, allow_pickle=False) as f:
             yield f
@@ -273,16 +327,13 @@ def load_operator(spec):
         raise ValueError('spec is empty')
 
     if spec.endswith('.mtx'):
-        if not os.path.isfile(spec):
-            raise FileNotFoundError(f'operator file {spec!r} does not exist')
+        _need_file(spec, 'operator file')
         name = _mtx_name(spec, os.path.dirname(spec))
         return name, check_matrix(read_mtx(spec), arg=spec)
 
     path, sep, key = spec.rpartition(':')
     if sep and path.endswith('.npz'):
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f'operator archive {path!r} does not '
-                                    f'exist')
+        _need_file(path, 'operator archive')
         A = _npz_get(path, key)
         return safe_name(key), check_matrix(A, arg=spec)
 
@@ -294,6 +345,17 @@ def load_operator(spec):
                          f'nor a key of the PyFR suite')
     A = _npz_get(default_suite_path(), spec)
     return safe_name(spec), check_matrix(A, arg=spec)
+
+
+def _need_file(path, what):
+    """FileNotFoundError, or IsADirectoryError for a folder, unless path is
+    a file."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(f'{what} {path!r} is a directory, not a '
+                                f'file (a suite of .mtx files is given as '
+                                f'the suite path)')
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f'{what} {path!r} does not exist')
 
 
 def _mtx_name(path, root):

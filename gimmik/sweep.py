@@ -37,7 +37,8 @@ from gimmik import tune as tune_mod
 from gimmik.progress import SKIPPED, SweepProgress
 from gimmik.runtime import get_runtime, moved_bytes
 from gimmik.util import atomic_path, atomic_write, file_lock
-from gimmik.validate import CLI_DTYPES, check_dtype, positive_seconds
+from gimmik.validate import (CLI_DTYPES, add_dtype_argument, check_dtype,
+                             positive_seconds)
 
 PLATFORMS = ('auto',) + tuple(gimmik.PLATFORMS)
 
@@ -551,7 +552,7 @@ def add_arguments(ap):
     ap.add_argument('--max-nnz', type=int, default=None, metavar='NNZ',
                     help='skip operators with more non-zeros (default and '
                          '0: no limit)')
-    ap.add_argument('--dtype', choices=sorted(DTYPES), default='f64')
+    add_dtype_argument(ap)
     ap.add_argument('--out', default='sweep-results', metavar='DIR',
                     help='output directory (default: %(default)s); an '
                          'interrupted sweep resumes from it')

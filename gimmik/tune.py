@@ -25,7 +25,7 @@ from gimmik.errors import EnvironmentFault
 from gimmik.runtime import (Runtime, RuntimeUnavailable, get_runtime,
                             moved_bytes, pick_vendor)
 from gimmik.verify import Panels
-from gimmik.validate import CLI_DTYPES, check_dtype, check_matrix, \
+from gimmik.validate import add_dtype_argument, check_dtype, check_matrix, \
     check_product_range, check_representable, check_scalar, check_sizes
 
 # Default number of columns per platform: small enough on the CPU that
@@ -793,7 +793,7 @@ def add_arguments(ap):
     ap.add_argument('--platform', choices=('auto',) + tuple(gimmik.PLATFORMS),
                     default='auto',
                     help='where to tune (auto: hip, then cuda, then c)')
-    ap.add_argument('--dtype', choices=tuple(CLI_DTYPES), default='f64')
+    add_dtype_argument(ap)
     ap.add_argument('--beta', type=float, default=0.0,
                     help='C = A*B + beta*C (default 0)')
     ap.add_argument('--n', type=int, default=None,
@@ -829,7 +829,7 @@ def run(args):
     name, A = load_operator(args.operator)
     bar = TuneBar()
     try:
-        res = tune(A, beta=args.beta, dtype=CLI_DTYPES[args.dtype],
+        res = tune(A, beta=args.beta, dtype=args.dtype,
                    n=args.n, platform=args.platform,
                    use_cache=not args.no_cache, name=name,
                    progress=bar.update)

@@ -167,7 +167,8 @@ _GIMMIK = None
 _DTYPES = {np.dtype(np.float32): np.float32, np.dtype(np.float64): np.float64}
 
 
-# The command line's dtype names
+# The command line's dtype names (cli_dtype also takes every name
+# check_dtype knows)
 CLI_DTYPES = {'f64': 'float64', 'f32': 'float32'}
 
 # NumPy 1's scalar-type names that NumPy 2 no longer parses
@@ -244,9 +245,19 @@ def check_matrix(A, arg='A'):
         raise ValueError(f'{arg} is empty (shape {arr.shape})')
     _check_shape(arr.shape, arg)
 
-    arr = np.array(arr, dtype=np.float64)
+    # NaN and Inf judged in A's own dtype: a long double beyond float64's
+    # range is an overflow, and an integer float64 rounds is refused
     if not np.isfinite(arr).all():
         raise ValueError(f'{arg} contains NaN or Inf')
+    with np.errstate(over='ignore'):
+        wide = np.array(arr, dtype=np.float64)
+    if not np.isfinite(wide).all():
+        at = tuple(int(i) for i in np.argwhere(~np.isfinite(wide))[0])
+        raise ValueError(f'{arg} overflows float64: {arr[at]} at {at} is '
+                         f'beyond its range (+-{np.finfo(np.float64).max:.4g})')
+    if arr.dtype.kind in 'iu':
+        _check_exact_ints(arr, wide, arg)
+    arr = wide
     if not arr.any():
         raise ValueError(f'{arg} is all zeros')
     # every non-zero becomes code: bound the size of the unrolled kernels
@@ -257,14 +268,35 @@ def check_matrix(A, arg='A'):
     return arr
 
 
+# Integers of magnitude below this convert to float64 exactly
+EXACT_INT = 2**53
+
+
+def _check_exact_ints(arr, wide, arg):
+    """ValueError unless the integers arr convert to float64 (wide)
+    exactly: beyond EXACT_INT they may lose digits."""
+    big = np.flatnonzero(np.abs(wide.ravel()) >= EXACT_INT)
+    for i in big:
+        v = int(arr.flat[i])
+        if int(wide.flat[i]) != v:
+            at = tuple(int(x) for x in np.unravel_index(i, arr.shape))
+            raise ValueError(f'{arg} holds the integer {v} at {at}, which '
+                             f'does not round-trip as float64 (integers '
+                             f'beyond 2**53 lose digits)')
+
+
 def check_scalar(x, arg):
     """Return x as a finite Python float."""
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real):
         raise TypeError(f'{arg} must be a real number, not {type(x).__name__}')
     try:
-        x = float(x)
+        f = float(x)
     except OverflowError as e:  # an int beyond the float64 range
         raise ValueError(f'{arg} is too large for a float64') from e
+    if isinstance(x, numbers.Integral) and int(x) != f:
+        raise ValueError(f'{arg} ({int(x)}) does not round-trip as float64 '
+                         f'(integers beyond 2**53 lose digits)')
+    x = f
     if not math.isfinite(x):
         raise ValueError(f'{arg} must be finite, not {x}')
     return x
@@ -339,6 +371,28 @@ def check_representable(A, beta, dtype):
         raise ValueError(f'beta ({beta}) is beyond the float32 range')
     if not A.astype(np.float32).any():
         raise ValueError('A is all zeros in float32')
+
+
+def cli_dtype(text):
+    """argparse type of every sub-command's --dtype: a name check_dtype
+    knows (f64, float64, double, f32, float32, single...) -> 'float64' or
+    'float32'."""
+    import argparse
+    try:
+        return np.dtype(check_dtype(text)).name
+    except TypeError:
+        raise argparse.ArgumentTypeError(
+            f'must be f64 or f32 (or float64, float32), not {text!r}') \
+            from None
+
+
+def add_dtype_argument(parser, default='f64'):
+    """The --dtype option of every sub-command (one vocabulary:
+    cli_dtype); args.dtype is 'float64' or 'float32'."""
+    parser.add_argument('--dtype', type=cli_dtype, default=default,
+                        metavar='{f64,f32}',
+                        help=f'f64 (float64, double) or f32 (float32, '
+                             f'single); default {default}')
 
 
 def positive_seconds(text):
