@@ -12,6 +12,7 @@ import re
 import warnings
 
 from mako.lookup import TemplateLookup
+from mako.template import Template
 import numpy as np
 
 from gimmik.analysis import analyse
@@ -304,9 +305,28 @@ class MatMul:
                repr(sorted(cand.opts.items())), np.dtype(dtype).name)
         kern = self._kernels.get(key)
         if kern is None:
-            kern = self._kernels[key] = family(cand.family)(self, cand,
-                                                            dtype)
+            kern = self._kernels[key] = self.family_class(cand.family)(
+                self, cand, dtype)
         return kern
+
+    def family_class(self, name):
+        """The Family subclass of a family name: its own table's, else the
+        package's (gimmik.families.family)."""
+        for row in self.table:
+            if row.family.name == name:
+                return row.family
+        return family(name)
+
+    def template(self, kern):
+        """The template of a candidate's family: its template_file, else
+        <name>.mako of the platform's template directories."""
+        path = type(kern).template_file
+        if path is None:
+            return self._lookup.get_template(f'{kern.name}.mako')
+        # inheriting base.mako resolves through the platform's lookup
+        return self.memo(('template', os.fspath(path)), lambda: Template(
+            filename=os.fspath(path), lookup=self._lookup,
+            uri=f'{kern.name}.mako', strict_undefined=True))
 
     def memo(self, key, build):
         """A value several candidates share (e.g. one bake of A), built
@@ -391,7 +411,7 @@ class MatMul:
                'tile_barrier': walk and shared > 0}
         ctx.update(self._platform_context(kern))
         ctx.update(kern.context())
-        tpl = self._lookup.get_template(f'{cand.family}.mako')
+        tpl = self.template(kern)
         src = tpl.render(kname=kname, dtype=self._ctype(dtype),
                          itemsize=np.dtype(dtype).itemsize, block=block,
                          nthreads=block[0]*block[1]*block[2], width=width,

@@ -47,7 +47,7 @@ MAX_PER_FAMILY of one family among the first FIRST candidates while other
 families are offered.
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 import math
 
 import numpy as np
@@ -59,9 +59,6 @@ from gimmik.targets import ARCHES, HIP, Arch  # noqa: F401 (Arch: the API)
 # Wave instructions a wave spends besides its loads, FMAs and stores
 # (indices, addresses, bounds checks, barriers)
 WARP_OVERHEAD = 40
-
-# Loads a cstream with loads at every use (ld 'reload') has in flight
-RELOAD_INFLIGHT = 4
 
 # Resident waves/warps per SIMD that keep its vector pipe busy: fewer
 # issue their instructions at that fraction of the peak rate
@@ -169,8 +166,8 @@ class Work:
     wave_paths: int = 1
 
 
-def _stream_work(kern, b_rows, lds=0.0, stage=None, waits=1, loads=None,
-                 reread=None, stack=1, l2_rows=None):
+def stream_work(kern, b_rows, lds=0.0, stage=None, waits=1, loads=None,
+                reread=None, stack=1, l2_rows=None):
     """Work of the one-thread-per-column families: b_rows rows of B read
     a column; a thread's loads of B all in flight (unrolled, hoisted)
     up to its registers, or `stage` bytes a thread where B is staged in
@@ -203,95 +200,8 @@ def _stream_work(kern, b_rows, lds=0.0, stage=None, waits=1, loads=None,
                 wave_paths=stack)
 
 
-def _work_cstream(kern):
-    info = kern.info
-    if kern.params.get('ld') == 'reload':
-        # a load at every use (L1 hits after the first), a few in flight
-        # the loads past the first of each B row are L1 hits: they
-        # use the L1/shared data path (one data path on NVIDIA)
-        return _stream_work(kern, len(info.bix), loads=info.nnz,
-                            lds=(info.nnz - len(info.bix))*kern.itemsize,
-                            stage=RELOAD_INFLIGHT*kern.itemsize,
-                            waits=-(-info.nnz // RELOAD_INFLIGHT),
-                            reread=info.nnz)
-    return _stream_work(kern, len(info.bix))
-
-
-def _work_mblock(kern):
-    # with stack groups a block, a B row the block's groups share comes
-    # from L2 once a block (L1 after); a thread loads its own group's rows
-    from gimmik.families.cstream_mblock import group_reads
-    return _stream_work(kern, group_reads(kern.A, kern.group_rows),
-                        stack=kern.params.get('stack', 1),
-                        l2_rows=group_reads(kern.A, kern.block_rows))
-
-
-def _work_kparts(kern):
-    # each group's B rows read once; the partial sums of the rows crossing
-    # parts go through shared memory (a write, reads and a last read)
-    from gimmik.families.cstream_kparts import kparts_reads
-    slots = sum(blk.slots for blk in kern.plan)
-    return _stream_work(kern, kparts_reads(kern.plan),
-                        lds=3*slots*kern.itemsize)
-
-
-def _work_msplit(kern):
-    # B staged through two chunks of bsz rows; every wave of the block
-    # reads the chunk back
-    g, size = kern.geometry(), kern.itemsize
-    ms, w = g.block[1], g.width
-    b = len(kern.info.bix)*size
-    bsz = kern.params['bsz']
-    stage = 2*bsz*w*size / ms
-    return replace(_stream_work(kern, len(kern.info.bix), lds=b*(1 + ms),
-                                stage=stage,
-                                waits=-(-len(kern.info.bix) // bsz)),
-                   wave_paths=ms)
-
-
-def _work_warprows(kern):
-    g, size = kern.geometry(), kern.itemsize
-    ms = g.block[1]
-    b = len(kern.info.bix)*size
-    bsz = kern.params['bsz']
-    stage = 2*bsz*size / ms
-    return replace(_stream_work(kern, len(kern.info.bix), lds=b*(1 + ms),
-                                stage=stage,
-                                waits=-(-len(kern.info.bix) // bsz)),
-                   wave_paths=ms)
-
-
-def _work_mgroup(kern):
-    # one row group a block (as cstream-mblock: the B rows several groups
-    # use are read once a group), its B rows staged through LDS chunks of
-    # bsz rows, one wait a chunk of the block's group; a wave reads each
-    # B row its rows use from LDS once a chunk and feeds its FMAs from LDS
-    # (lds_fed)
-    from gimmik.families.cstream_mblock import group_reads
-    g, size, P = kern.geometry(), kern.itemsize, kern.plan
-    rows = group_reads(kern.A, [range(r0, r1) for r0, r1, _ in P.groups])
-    reads = sum(len({r for _, _, r, _ in ups}) for _, _, sub in P.groups
-                for per_q in sub.updates for ups in per_q)
-    chunks = max(len(sub.chunks) for _, _, sub in P.groups)
-    ms, bsz = g.block[1], kern.params['bsz']
-    stage = kern.params.get('nbuf', 2)*bsz*g.width*size / ms
-    w = _stream_work(kern, rows, lds=(rows + reads)*size, stage=stage,
-                     waits=max(1, chunks))
-    return replace(w, lds_fed=True, wave_paths=ms)
-
-
-def _work_ksplit(kern):
-    # partial sums of (ksplit - 1) groups through shared memory, two
-    # waits a pass of rows (the loads, the barrier)
-    ks, size = kern.params['ksplit'], kern.itemsize
-    passes = len(kern.plan.passes) if kern.params.get('chunk') else 1
-    w = _stream_work(kern, len(kern.info.bix),
-                     lds=2*(ks - 1)*kern.info.m*size, waits=2*passes)
-    return replace(w, inflight=len(kern.info.bix) / ks*size)
-
-
-def _gemm_work(kern, m_blocks, live_rows, block_m, block_k, stage_bytes,
-               a_bytes, depth=1):
+def gemm_work(kern, m_blocks, live_rows, block_m, block_k, stage_bytes,
+              a_bytes, depth=1):
     """Work of the 2-D tiled tensor-core families: m_blocks row groups,
     live_rows[mb] rows of B each reads a column (whole stages), tiles of
     block_m x block_k multiplied on the matrix units; stage_bytes of B
@@ -315,67 +225,10 @@ def _gemm_work(kern, m_blocks, live_rows, block_m, block_k, stage_bytes,
                 threads, g.cols_per_block, m_blocks, False, waits, rset)
 
 
-def _work_mma_gemm(kern):
-    p = kern.params
-    _, nmb, _, BM, BN, BK = kern.tiling()
-    live = kern.plan.cnt
-    live_rows = np.minimum(live*BK, kern.info.k)
-    stage = (p['nbuf'] - 1)*BK*(BM + BN)*kern.itemsize
-    return _gemm_work(kern, nmb, live_rows, BM, BK, stage,
-                      BM*BK*float(np.mean(live))*kern.itemsize,
-                      depth=p['nbuf'] - 1)
-
-
-def _work_mfma_gemm(kern):
-    P = kern.plan
-    live_rows = np.minimum(P.live_count*P.block_k, kern.info.k)
-    stage = P.block_k*(P.block_m + P.block_n)*kern.itemsize
-    return _gemm_work(kern, P.m_blocks, live_rows, P.block_m, P.block_k,
-                      stage, P.slot_size*float(np.mean(P.live_count))*8)
-
-
-def _work_mfma_dense(kern):
-    from gimmik.fragments import mfma
-    P, size, info = kern.plan, kern.itemsize, kern.info
-    g = kern.geometry()
-    c_rw = info.m*size*(2 if kern.mm.beta else 1)
-    b = len(info.bix)*size
-    # every wave runs the same slots: msplit waves x mfma_count a block of
-    # WAVE columns
-    mflops = (P.msplit*P.mfma_count*2*mfma.MFMA_M*mfma.MFMA_N*mfma.MFMA_K
-              / mfma.WAVE)
-    lds = b*(1 + P.msplit) if P.lds else 0.0
-    stage = (P.nbuf*P.chunk_rows*mfma.WAVE*size / (mfma.WAVE*P.msplit)
-             if P.lds else b)
-    instr = P.msplit*P.mfma_count / mfma.WAVE + (info.m + b / size) / 64
-    waits = len(P.chunks) if P.lds else 1
-    return Work(b + c_rw, b + c_rw, lds, 0.0, mflops, instr, stage,
-                g.block[0]*g.block[1], mfma.WAVE, 1, True, waits)
-
-
-# The plan's work of each family
-WORK = {
-    'cstream': _work_cstream,
-    'bstream': _work_cstream,
-    'cstream-row': _work_cstream,
-    'cstream-mblock': _work_mblock,
-    'cstream-kparts': _work_kparts,
-    'bstream-msplit': _work_msplit,
-    'bstream-warprows': _work_warprows,
-    'bstream-mgroup': _work_mgroup,
-    'cstream-ksplit': _work_ksplit,
-    'mma-gemm': _work_mma_gemm,
-    'mfma-gemm': _work_mfma_gemm,
-    'mfma-dense': _work_mfma_dense,
-}
-
-
 def work(mm, cand, dtype):
-    """The :class:`Work` of candidate `cand` of generator `mm`."""
-    fn = WORK.get(cand.family)
-    if fn is None:
-        raise ValueError(f'no cost model for family {cand.family!r}')
-    return fn(mm.kernel(cand, dtype))
+    """The :class:`Work` of candidate `cand` of generator `mm` (its
+    family's, Family.work)."""
+    return mm.kernel(cand, dtype).work()
 
 
 # -- what the compiler says --------------------------------------------------
@@ -430,41 +283,19 @@ def plan_facts(mm, cand, dtype):
                  source='plan')
 
 
-def _ceil_rows(kern, parts):
-    return -(-kern.info.m // max(1, parts))
-
-
-# Rows of C a thread of each family finishes one after the other, each
-# store after its own load of C (gimmik/kernels/common/gpu-base.mako's
-# finish) while the thread's B values fill its registers; bstream-mgroup
-# loads all its rows' C first (one wait).  cstream-mblock is left out:
-# with a group's few B values live clang-19 hoists its loads of C (0-13
-# full waits in 62 of its 72 builds with beta != 0 on the heavy hex and
-# prism operators, gfx942)
-FINISH_ROWS = {
-    'cstream': lambda k: k.info.m,
-    'bstream': lambda k: k.info.m,
-    'bstream-msplit': lambda k: _ceil_rows(k, k.geometry().block[1]),
-    'bstream-warprows': lambda k: _ceil_rows(k, k.geometry().block[1]),
-    'cstream-ksplit': lambda k: _ceil_rows(k, k.params['ksplit']),
-    'bstream-mgroup': lambda k: 1,
-}
-
-
 def c_row_waits(kern):
     """Full waits a thread makes for loads of C where C is read (beta !=
-    0, not preloaded): one a row it finishes (FINISH_ROWS), clang-19
-    not hoisting the load above the stores of earlier rows.  A cstream
-    of m rows with beta != 0 waits for all loads about m times
+    0, not preloaded): one a row it finishes (Family.finish_rows),
+    clang-19 not hoisting the load above the stores of earlier rows.  A
+    cstream of m rows with beta != 0 waits for all loads about m times
     (p4-hex-m6: 391 for 375 rows; p5-hex-m6: 658 for 648; p6-pri-m6:
     577 for 588; bstream-msplit with 4 waves, p5-hex-m3: 81 for 54 rows
     a wave).  nvcc's code does not pay it on the H100 (the CUDA
     validation loses 7 points on the ordered walk file with it), so the
     CUDA facts have none."""
-    rows = FINISH_ROWS.get(kern.name)
-    if not kern.mm.beta or kern.params.get('preload_c') or rows is None:
+    if not kern.mm.beta or kern.params.get('preload_c'):
         return 0
-    return rows(kern)
+    return kern.finish_rows() or 0
 
 
 # -- the estimate ------------------------------------------------------------

@@ -21,7 +21,8 @@ from gimmik.families.bstream_warprows import BstreamWarpRows
 from gimmik.families.cstream import Cstream
 from gimmik.families.cstream_kparts import CstreamKparts
 from gimmik.families.cstream_ksplit import CstreamKsplit
-from gimmik.families.cstream_mblock import CstreamMblock, mblock_rows
+from gimmik.families.cstream_mblock import (CstreamMblock, group_terms,
+                                             grouped)
 from gimmik.families.mma_gemm import MmaGemm
 from gimmik.fragments.mma import gemm_compute_bound
 from gimmik.order import order_candidates, placed_rows
@@ -37,18 +38,17 @@ MIN_REGISTER_CAP = 168
 # many as the register budget allows, or as the row names (blocks).
 
 # Unrolled kernels holding their values in registers whose code is long (at
-# least LONG_KERNEL_TERMS multiply-adds a thread, thread_terms) need up to
+# least LONG_KERNEL_TERMS multiply-adds a thread: Family.long_kernel, the
+# families' register_resident and thread_terms) need up to
 # nearly three times their estimate: ptxas (CUDA 13, sm_90) hoists loads
 # (B's, and C's where beta != 0) and addresses over the straight-line code.
 # bench/results/cuda-spill-audit*.csv: operators of orders 3-6 on other
 # point sets spilled at 168 registers with estimates of 94-106, and at 255
 # with 94-160.  Such candidates are budgeted LONG_REGISTER_FACTOR times
 # their estimate and offered only where that fits a thread's 255.
-# (bstream-warprows, long, gets a thread's 255 registers: see
-# _platform_context; 808 terms a warp spilled at ptxas's own cap.)
+# (bstream-warprows, long, gets a thread's 255 registers: its
+# long_min_blocks.)
 LONG_KERNEL_TERMS = 800
-LONG_FAMILIES = frozenset(f.name for f in (Cstream, Bstream, CstreamKsplit,
-                                           CstreamMblock))
 LONG_REGISTER_FACTOR = 2.75
 
 # SHARED_ROWS: cstream-mblock's groups by shared B rows (rows mblock-s*;
@@ -62,26 +62,11 @@ LONG_REGISTER_FACTOR = 2.75
 # no bound but one block an SM, a group of 504 spilled too.  So they are
 # offered for beta 0 and groups of fewer than LONG_KERNEL_TERMS non-zeros
 # only (groups of 504-644 compiled to 94-168 registers, no spill), and
-# budgeted as long kernels (long_kernel: LONG_REGISTER_FACTOR times the
+# budgeted as long kernels (Family.long_kernel: LONG_REGISTER_FACTOR times the
 # estimate, offered where that fits 255 registers).  Rows of one support
 # cut into groups of fewer non-zeros (p5/p6-pri-m460, 21 non-zeros a row)
 # did not spill but ran at 0.30-0.47 of copy on the H100, where the
 # reordered mma-gemm runs at 0.81-0.88: such operators get none.
-# The partitioned groups keep more B values live than the shared ones (a
-# group's rows share fewer B rows): the estimate's live values (every B
-# value from its first use to its last) gave 206-402 registers where
-# ptxas compiled 254 without spill, so where each B value feeds few of a
-# group's terms (at most PART_MAX_REUSE on average) they are bounded by
-# their terms instead, with n baked only (PyFR's call): groups of up to
-# 684 non-zeros compiled without spill with n baked, from 648 some spilled
-# 16-56 bytes and from 727 all of them 152-1160 (p5/p6-hex-m132,
-# p6-hex-m460, each at 8-32 groups); with n at run time groups of 604-630
-# spilled 32-72 bytes, and so did a group of 19 rows of 570 non-zeros on
-# 35 B rows (a denser copy of a tet operator) with n baked
-# (bench/results/cuda-spill-audit-part*.csv).  Elsewhere they are budgeted
-# by the estimate as the shared groups are.
-PART_MAX_TERMS = 640
-PART_MAX_REUSE = 4
 
 # How the streaming families store C unless a row names it: 'cg' keeps the
 # lines in L2 for the kernel that reads C next ('cs', evict-first, sends
@@ -391,8 +376,8 @@ class CUDAMatMul(MatMul):
         # cstream-mblock's groups by shared B rows or partitioned: groups of
         # fewer than LONG_KERNEL_TERMS non-zeros (SHARED_ROWS; beta 0 only:
         # their rows' gate beta0, checked before the groups are found)
-        if row.family is CstreamMblock and _grouped(params) and max(
-                _group_terms(self.A, params)) >= LONG_KERNEL_TERMS:
+        if row.family is CstreamMblock and grouped(params) and max(
+                group_terms(self.A, params)) >= LONG_KERNEL_TERMS:
             return None
         # where the tiles are walked in a loop (runtime_client_grid: the
         # twin of PyFR main's HIP launch; gpu-base.mako, tiles_open), its
@@ -447,12 +432,12 @@ class CUDAMatMul(MatMul):
         # unrolled kernels what LONG_REGISTER_FACTOR times the estimate
         # leaves within a thread's registers
         est = kern.registers()
-        if est is None or _terms_bound(kern):
+        if est is None or kern.terms_bound():
             return True
         block = kern.geometry().block
         cap = self.target.unit_registers // (block[0]*block[1]*block[2])
         limit = kern.register_limit()
-        if long_kernel(kern):
+        if kern.long_kernel(LONG_KERNEL_TERMS):
             cap = min(cap, int(self.target.thread_registers
                                / LONG_REGISTER_FACTOR))
         return est <= (cap if limit is None else min(limit, cap))
@@ -469,11 +454,9 @@ class CUDAMatMul(MatMul):
         nthreads = block[0]*block[1]*block[2]
         est = kern.registers()
         sm90 = tuple(kern.opts.get('compute_capability', (9, 0))) >= (9, 0)
-        if (sm90 and kern.name == BstreamWarpRows.name
-                and thread_terms(kern) >= LONG_KERNEL_TERMS):
-            # long ones left free were capped by ptxas at 80 (256 threads)
-            # or 168 (128) registers and spilled: a thread may use 255
-            ctx['minblocks'] = 1
+        if (sm90 and kern.long_min_blocks
+                and kern.thread_terms() >= LONG_KERNEL_TERMS):
+            ctx['minblocks'] = kern.long_min_blocks
             return ctx
         free = kern.free_registers
         if sm90 and free is not None and (est is None or est <= free):
@@ -488,7 +471,8 @@ class CUDAMatMul(MatMul):
         if est is None:
             return ctx
         regs = max(register_budget(
-            est, LONG_REGISTER_FACTOR if long_kernel(kern) else 1.5),
+            est, LONG_REGISTER_FACTOR if kern.long_kernel(LONG_KERNEL_TERMS)
+            else 1.5),
                    MIN_REGISTER_CAP)
         ctx['minblocks'] = max(1, min(2048 // nthreads,
                                       self.target.unit_registers
@@ -503,57 +487,6 @@ def register_budget(estimate, factor=1.5):
     """Registers per thread to let ptxas use: an estimate times factor (a
     half more by default), rounded up to a multiple of 8."""
     return -(-int(estimate*factor) // 8)*8
-
-
-def _terms_bound(kern):
-    """Whether a candidate is cstream-mblock of partitioned groups whose
-    registers their terms bound, not the estimate (PART_MAX_TERMS): n
-    baked, every group of fewer than PART_MAX_TERMS non-zeros and at most
-    PART_MAX_REUSE of them on average a B row it uses."""
-    if not (kern.name == CstreamMblock.name and 'part' in kern.params
-            and kern.mm.n is not None):
-        return False
-    S = np.asarray(kern.A) != 0
-    for rows in kern.group_rows:
-        terms = int(S[rows].sum())
-        if (terms >= PART_MAX_TERMS
-                or terms > PART_MAX_REUSE*int(S[rows].any(axis=0).sum())):
-            return False
-    return True
-
-
-def _grouped(params):
-    """Whether a cstream-mblock row's groups are found from A's pattern
-    (shared or partitioned: SHARED_ROWS), not contiguous."""
-    return 'shared' in params or 'part' in params
-
-
-def _group_terms(A, params):
-    """[non-zeros of A in each row group] of a cstream-mblock row."""
-    S = np.asarray(A) != 0
-    return [int(S[rows].sum()) for rows in mblock_rows(A, params)]
-
-
-def thread_terms(kern):
-    """A's non-zeros a thread's unrolled code runs: over the row groups
-    (cstream-mblock) or warps sharing the rows (bstream-warprows); all of
-    them otherwise (cstream-ksplit too: its 1680-term k-halves spilled at
-    168 registers)."""
-    split = (kern.params.get('groups')
-             or kern.name == BstreamWarpRows.name and kern.params['msplit']
-             or 1)
-    return kern.info.nnz / split
-
-
-def long_kernel(kern):
-    """Whether a candidate is of a register-resident unrolled family with
-    at least LONG_KERNEL_TERMS terms a thread (not the k-split in passes
-    of rows, whose estimate follows its loads at first use), or groups by
-    shared B rows (SHARED_ROWS)."""
-    if kern.name == CstreamMblock.name and _grouped(kern.params):
-        return True     # SHARED_ROWS
-    return (kern.name in LONG_FAMILIES and 'chunk' not in kern.params
-            and thread_terms(kern) >= LONG_KERNEL_TERMS)
 
 
 # mma-gemm is offered first (gate mma) for f64 operators at least this

@@ -44,26 +44,13 @@ MFMA_ARCHS = frozenset({'gfx90a', 'gfx940', 'gfx941', 'gfx942', 'gfx950'})
 # nothing fits, the register-bounded rows below are what is offered.
 
 # The families whose two-column threads load both columns even where the
-# second is past n (kernels/hip/base.mako, per_column): one copy of the
-# body, so one wait for loads a kernel too small for a batch (bstream/
-# width2 of p1-tri-m0: 2 full waits on 6 loads, one a copy)
-PADDED_TAIL_FAMILIES = (Bstream, Cstream)
-# ... where no pair can be ragged (n baked and even) or A uses fewer rows of
-# B than this (two load batches): with more, the per-row test of the ragged
+# second is past n (Family.padded_tail; kernels/hip/base.mako, per_column)
+# do so where no pair can be ragged (n baked and even) or A uses fewer rows
+# of B than this (two load batches): with more, the per-row test of the ragged
 # pair's stores made clang-19 keep the whole body live (cstream/width2 of
 # p4-tet-m0, 35 rows, n at run time: 256 VGPRs + 256 AGPRs and 412 bytes of
 # scratch), and each copy has batches enough
 PADDED_TAIL_MAX_ROWS = 16
-
-# The families whose one-column f32 kernels are compiled without packed
-# f32 math (kernels/hip/base.mako, no_packed_f32): their waves' cases of
-# scalar FMAs on LDS values gain nothing from pairing rows, and the pairs
-# held registers of loads still in flight, waited for in full (f32
-# bstream-msplit/width1, 8 operator x arch x n cases of the offer audit:
-# 4-7 full waits on 26-50 loads, 1-4 without; bstream-mgroup/width1, 18
-# candidates of 6 operators: 25 -> 10 on 363 loads, 15 -> 8 on 220, none
-# more; VGPRs equal or fewer, waves equal).
-NO_PACKED_F32_FAMILIES = (BstreamMsplit, BstreamMgroup)
 
 # mfma-gemm rows (gimmik.fragments.mfma_tiled): wavefronts mwaves x nwaves,
 # each with wm x wn 16x16 accumulator tiles, stages of 4*kstage columns of
@@ -306,10 +293,10 @@ class HIPMatMul(MatMul):
     def _platform_context(self, kern):
         even_n = self.n is not None and self.n % 2 == 0
         few_rows = len(kern.info.bix) < PADDED_TAIL_MAX_ROWS
-        return {'no_packed_f32': (isinstance(kern, NO_PACKED_F32_FAMILIES)
-                                  and kern.itemsize == 4
+        # the families' switches (Family.no_packed_f32, padded_tail)
+        return {'no_packed_f32': (kern.no_packed_f32 and kern.itemsize == 4
                                   and kern.geometry().width == 1),
-                'padded_tail': (isinstance(kern, PADDED_TAIL_FAMILIES)
+                'padded_tail': (kern.padded_tail
                                 and kern.geometry().width == 2
                                 and (even_n or few_rows))}
 

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from gimmik import cost
-from gimmik.base import Candidate
 from gimmik.cuda import CUDAMatMul
 from gimmik.hip import HIPMatMul
 
@@ -201,18 +200,16 @@ def test_row_groups_reread_b():
         assert w.l2_bytes > w.dram_bytes
 
 
-def test_every_family_has_work():
-    from gimmik.families import families
-    for name in families():
-        if name == 'rowblock':        # the C platform's, not estimated
-            continue
-        assert name in cost.WORK, name
-
-
-def test_unknown_family():
+def test_work_is_the_familys(monkeypatch):
+    """cost.work is the candidate's family's (Family.work)."""
     mm = CUDAMatMul(_op(), aligne=16)
-    with pytest.raises(ValueError, match='no cost model'):
-        cost.work(mm, Candidate('rowblock', {'rows': 4}), np.float64)
+    cand = next(c for c in mm.candidates(np.float64)
+                if c.family == 'bstream-msplit')
+    kern = mm.kernel(cand, np.float64)
+    assert cost.work(mm, cand, np.float64) == kern.work()
+    mine = replace(kern.work(), dram_bytes=1.0)
+    monkeypatch.setattr(type(kern), 'work', lambda self: mine)
+    assert cost.work(mm, cand, np.float64) is mine
 
 
 # -- the ranking -----------------------------------------------------------

@@ -363,7 +363,8 @@ def test_partitioned_groups_plan_and_offer(rng):
     time, or B rows reused by many of a group's terms) and exceeds the
     budget."""
     from gimmik.analysis import partition_rows
-    from gimmik.cuda import CANDIDATES as CUDA_CANDIDATES, PART_MAX_TERMS
+    from gimmik.cuda import CANDIDATES as CUDA_CANDIDATES
+    from gimmik.families.cstream_mblock import PART_MAX_REUSE, PART_MAX_TERMS
     from conftest import divergence_like, prism_like
     params = dict(width=1, part=22)
     div = divergence_like(rng, 7, zero_centre=True)
@@ -394,16 +395,15 @@ def test_partitioned_groups_plan_and_offer(rng):
     assert not offered(CUDAMatMul(div, aligne=2), compute_capability=(9, 0))
     # ... and not where a group's terms reuse its B rows more than
     # PART_MAX_REUSE times (rows of a few dense columns)
-    from gimmik.cuda import PART_MAX_REUSE, _terms_bound
     row = next(r for r in CUDA_CANDIDATES if r.id == 'mblock-p16-x2')
     dense = np.kron(np.eye(8), rng.uniform(1.0, 2.0, (16, 12)))
     mm = CUDAMatMul(dense, **sizes)
     kern = mm.kernel(Candidate('cstream-mblock', row.params,
                                {'compute_capability': (9, 0)}), np.float64)
-    assert 16 > PART_MAX_REUSE and not _terms_bound(kern)
+    assert 16 > PART_MAX_REUSE and not kern.terms_bound()
     kern = cuda.kernel(next(c for c in cands if 'part' in c.params),
                        np.float64)
-    assert _terms_bound(kern)
+    assert kern.terms_bound()
     prism = prism_like(rng, 28, 7)
     assert CstreamMblock.adapt(HIPMatMul(prism), params) is None
 

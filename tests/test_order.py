@@ -11,6 +11,7 @@ from bench.model import order_analysis as oa
 from gimmik.analysis import analyse
 from gimmik.base import Candidate
 from gimmik.cuda import PLAIN_B_MIN_VALUES, CUDAMatMul
+from gimmik.families import family
 from gimmik.families.cstream_ksplit import CHUNKED_MIN_WIDTH
 from gimmik import cost, hip
 from gimmik.order import (B_FIRST_ANY_M, B_FIRST_MAX_VALUES, CHUNKED_MIN_M,
@@ -397,14 +398,15 @@ def test_hip_order_flips_with_the_estimate(monkeypatch):
     first = out[0].family
     other = next(c for c in out if c.family != first)
     assert out.index(other) > 0
-    work = cost.WORK[other.family]
+    fam = family(other.family)
+    work = fam.work
 
     def cheaper(kern):
         w = work(kern)
         return replace(w, dram_bytes=w.dram_bytes / 10,
                        l2_bytes=w.l2_bytes / 10, valu_flops=0.0,
                        lds_bytes=0.0, waits=1)
-    monkeypatch.setitem(cost.WORK, other.family, cheaper)
+    monkeypatch.setattr(fam, 'work', cheaper)
     _, flipped = hip_ordered(A, n=PYFR_N)
     assert flipped[0].family == other.family
     assert flipped.index(next(c for c in flipped if c.family == first)) > 0

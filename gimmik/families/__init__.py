@@ -4,8 +4,9 @@ A family object knows everything about one candidate kernel: its launch
 geometry (block, shared bytes, columns per thread and, where they differ
 from the default, columns per block and row groups), how a table row's
 parameters bind to an operator (adapt), its plan (built once, on first
-use), the context its template walks, its register estimate, and the
-facts the platforms' policies read from it (class attributes):
+use), the context its template walks, its register estimate, its cost
+model (:meth:`Family.work`, :meth:`Family.finish_rows`), and the facts the
+platforms' policies read from it (class attributes and methods):
 
 - ``name``: the family's name, its template's name (``<name>.mako``) and
   meta['tplname']; code refers to a family by its class or ``Cls.name``.
@@ -20,6 +21,13 @@ facts the platforms' policies read from it (class attributes):
   register estimate is at most this gets no minimum of blocks per SM in
   its launch bounds (ptxas then keeps its registers low); None: always a
   minimum (from the register budget, or the row's ``blocks``).
+- ``register_resident``, :meth:`Family.thread_terms`,
+  :meth:`Family.long_kernel`, ``long_min_blocks``,
+  :meth:`Family.terms_bound` (CUDA register budgets of long unrolled
+  kernels); ``padded_tail``, ``no_packed_f32`` (HIP template switches).
+- ``template_file``: the family's template where it is not
+  ``kernels/<platform or common>/<name>.mako`` (a family defined outside
+  the package).
 
 The platforms (gimmik.hip, gimmik.cuda, gimmik.c) keep their candidate
 tables (data: gimmik.base.Row, with an id gimmik.order places it by and
@@ -38,8 +46,10 @@ Adding a family ``foo-bar``:
    names, :meth:`Family.live_values` (or :meth:`Family.registers`) for the
    register estimate every GPU family must give, :meth:`Family.adapt` to
    bind a table row's parameters to an operator, and the class attributes
-   above where the defaults do not hold.  Modules of this package are
-   found by name: nothing else to register.
+   above where the defaults do not hold; :meth:`Family.work` where the
+   one-pass streaming cost model does not fit it.  Modules of this
+   package are found by name: nothing else to register (a generator also
+   finds the families of its own table, MatMul.table).
 2. ``gimmik/kernels/<platform>/foo-bar.mako`` (or ``kernels/common/`` for a
    family every GPU platform offers), inheriting ``base.mako``.
 3. Rows in the platform's candidate table, each with a unique id, and
@@ -58,7 +68,7 @@ import pkgutil
 
 import numpy as np
 
-from gimmik import plans
+from gimmik import cost, plans
 
 # Registers a candidate needs beyond its live values (addresses, indices)
 REGISTER_MARGIN = 24
@@ -124,6 +134,17 @@ class Family:
     arch_specific = False
     max_registers = {}
     free_registers = None
+    # CUDA: the unrolled code holds its values in registers (budgeted as a
+    # long kernel from cuda.LONG_KERNEL_TERMS terms a thread)
+    register_resident = False
+    # CUDA sm_90: the blocks a SM the launch bounds ask for where the
+    # kernel is long (None: the register budget decides)
+    long_min_blocks = None
+    # HIP: two-column threads load both columns even past n (one copy of
+    # the body, kernels/hip/base.mako); one-column f32 without packed math
+    padded_tail = False
+    no_packed_f32 = False
+    template_file = None
 
     def __init__(self, mm, cand, dtype):
         self.mm = mm
@@ -166,6 +187,33 @@ class Family:
         live: accumulators plus held B values; None when the family has no
         estimate."""
         return None
+
+    def work(self):
+        """What the candidate does a column (gimmik.cost.Work): by default
+        one pass, one thread a column, each used row of B read once."""
+        return cost.stream_work(self, len(self.info.bix))
+
+    def finish_rows(self):
+        """Rows of C a thread finishes one after the other, each store
+        after its own load of C (kernels/common/gpu-base.mako's finish),
+        a full wait each on HIP where C is read (cost.c_row_waits); None:
+        none counted."""
+        return None
+
+    def thread_terms(self):
+        """A's non-zeros a thread's unrolled code runs."""
+        return self.info.nnz
+
+    def long_kernel(self, min_terms):
+        """Whether the candidate is a register-resident unrolled kernel of
+        at least min_terms terms a thread (CUDA budgets such kernels'
+        registers at a multiple of the estimate)."""
+        return self.register_resident and self.thread_terms() >= min_terms
+
+    def terms_bound(self):
+        """Whether the kernel's registers are bounded by its terms rather
+        than by the estimate (CUDA offers it whatever the estimate)."""
+        return False
 
     def registers(self):
         """32-bit registers per thread the live values need, plus a

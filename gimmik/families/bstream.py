@@ -10,6 +10,11 @@ from gimmik.families import FREE_REGISTER_ESTIMATE, Family, Geometry
 class Bstream(Family):
     name = 'bstream'
     free_registers = FREE_REGISTER_ESTIMATE
+    register_resident = True
+    # HIP: one copy of the body, so one wait for loads a kernel too small
+    # for a batch (bstream/width2 of p1-tri-m0: 2 full waits on 6 loads,
+    # one a copy)
+    padded_tail = True
 
     def geometry(self):
         return Geometry((self.mm.stream_threads(self.opts), 1, 1), 0,
@@ -48,3 +53,6 @@ class Bstream(Family):
         held = max([len(r) for r in bruns or [[None]]]
                    + [len(c) for _, c in cruns or []])
         return self.info.m - len(self.info.zero_rows) + held
+
+    def finish_rows(self):
+        return self.info.m

@@ -10,11 +10,12 @@ plus its share of a chunk, whatever m and k are: the price is that B rows
 several groups use are read once a group (from cache when the groups of a
 column tile run together)."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from gimmik import plans
+from gimmik import cost, plans
 from gimmik.analysis import split_even
 from gimmik.families import Family, Geometry
+from gimmik.families.cstream_mblock import group_reads
 
 
 @dataclass
@@ -51,6 +52,8 @@ def mgroup_plan(A, msplit, rows, bsz, min_loads=None):
 
 class BstreamMgroup(Family):
     name = 'bstream-mgroup'
+    # HIP (as bstream-msplit's, measured on both)
+    no_packed_f32 = True
 
     @classmethod
     def adapt(cls, mm, params):
@@ -126,3 +129,24 @@ class BstreamMgroup(Family):
             if joined:
                 held = max(held, self._last_loads(sub) + self._c_loads(sub))
         return self.plan.nacc + held
+
+    def work(self):
+        # one row group a block (as cstream-mblock: the B rows several
+        # groups use are read once a group), its B rows staged through LDS
+        # chunks of bsz rows, one wait a chunk of the block's group; a wave
+        # reads each B row its rows use from LDS once a chunk and feeds its
+        # FMAs from LDS (lds_fed)
+        g, size, P = self.geometry(), self.itemsize, self.plan
+        rows = group_reads(self.A, [range(r0, r1) for r0, r1, _ in P.groups])
+        reads = sum(len({r for _, _, r, _ in ups}) for _, _, sub in P.groups
+                    for per_q in sub.updates for ups in per_q)
+        chunks = max(len(sub.chunks) for _, _, sub in P.groups)
+        ms, bsz = g.block[1], self.params['bsz']
+        stage = self.params.get('nbuf', 2)*bsz*g.width*size / ms
+        w = cost.stream_work(self, rows, lds=(rows + reads)*size,
+                             stage=stage, waits=max(1, chunks))
+        return replace(w, lds_fed=True, wave_paths=ms)
+
+    def finish_rows(self):
+        # all its rows' C loaded first: one wait
+        return 1

@@ -15,14 +15,24 @@ once a batch or run, not once a case, a chunk or a row.  A candidate
 whose batches and runs take the estimate past the register limit is not
 offered."""
 
+from dataclasses import replace
 from functools import cached_property
 
-from gimmik import plans
+from gimmik import cost, plans
 from gimmik.families import Family, Geometry
 
 
 class BstreamMsplit(Family):
     name = 'bstream-msplit'
+    # HIP, one column a thread, f32: compiled without packed f32 math
+    # (kernels/hip/base.mako): its waves' cases of scalar FMAs on LDS
+    # values gain nothing from pairing rows, and the pairs held registers
+    # of loads still in flight, waited for in full (f32
+    # bstream-msplit/width1, 8 operator x arch x n cases of the offer
+    # audit: 4-7 full waits on 26-50 loads, 1-4 without; bstream-mgroup/
+    # width1, 18 candidates of 6 operators: 25 -> 10 on 363 loads, 15 -> 8
+    # on 220, none more; VGPRs equal or fewer, waves equal)
+    no_packed_f32 = True
 
     @property
     def msplit(self):
@@ -151,3 +161,18 @@ class BstreamMsplit(Family):
     def live_values(self):
         return self._live(self.plan, self._cruns(self.plan, self.min_loads),
                           self.c_joins())
+
+    def work(self):
+        # B staged through two chunks of bsz rows; every wave of the block
+        # reads the chunk back
+        g, size = self.geometry(), self.itemsize
+        ms, w = g.block[1], g.width
+        nb = len(self.info.bix)
+        bsz = self.params['bsz']
+        stage = 2*bsz*w*size / ms
+        return replace(cost.stream_work(self, nb, lds=nb*size*(1 + ms),
+                                        stage=stage, waits=-(-nb // bsz)),
+                       wave_paths=ms)
+
+    def finish_rows(self):
+        return -(-self.info.m // max(1, self.geometry().block[1]))

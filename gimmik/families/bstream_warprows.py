@@ -6,9 +6,10 @@ next chunk's loads issued before the current chunk is consumed; a row of C
 is stored as soon as its last term is added, so a warp holds only the
 accumulators of the rows under way (plans.warprows_plan)."""
 
+from dataclasses import replace
 import math
 
-from gimmik import plans
+from gimmik import cost, plans
 from gimmik.families import Family, Geometry
 
 
@@ -20,6 +21,10 @@ class BstreamWarpRows(Family):
     # on a 150 x 125 operator with 4 warps, 136 with 3 blocks a SM asked
     # for).
     free_registers = math.inf
+    # ... but where it is long (cuda.LONG_KERNEL_TERMS a warp) one block a
+    # SM: left free ptxas capped it at 80 (256 threads) or 168 (128)
+    # registers and spilled (808 terms a warp); a thread may use 255
+    long_min_blocks = 1
 
     @classmethod
     def adapt(cls, mm, params):
@@ -42,3 +47,20 @@ class BstreamWarpRows(Family):
     def live_values(self):
         # the open accumulators, the B value in use and one loaded value
         return self.plan.live + 2
+
+    def thread_terms(self):
+        # a warp's rows
+        return self.info.nnz / self.params['msplit']
+
+    def work(self):
+        g, size = self.geometry(), self.itemsize
+        ms = g.block[1]
+        nb = len(self.info.bix)
+        bsz = self.params['bsz']
+        stage = 2*bsz*size / ms
+        return replace(cost.stream_work(self, nb, lds=nb*size*(1 + ms),
+                                        stage=stage, waits=-(-nb // bsz)),
+                       wave_paths=ms)
+
+    def finish_rows(self):
+        return -(-self.info.m // max(1, self.geometry().block[1]))

@@ -2,7 +2,7 @@
 each row of B the first time a row needs it (HIP, CUDA and C); on the GPUs
 in load batches (gimmik.plans.load_batches) where C is read."""
 
-from gimmik import plans
+from gimmik import cost, plans
 from gimmik.families import (FREE_REGISTER_ESTIMATE, REGISTER_MARGIN,
                              Family, Geometry)
 
@@ -11,10 +11,15 @@ from gimmik.families import (FREE_REGISTER_ESTIMATE, REGISTER_MARGIN,
 # of a B row, so it holds at least what the cstream holding B does.
 RELOAD_REGISTERS = 72
 
+# Loads a cstream with loads at every use (ld 'reload') has in flight
+RELOAD_INFLIGHT = 4
+
 
 class Cstream(Family):
     name = 'cstream'
     free_registers = FREE_REGISTER_ESTIMATE
+    register_resident = True
+    padded_tail = True
 
     def geometry(self):
         return Geometry((self.mm.stream_threads(self.opts), 1, 1), 0,
@@ -32,6 +37,22 @@ class Cstream(Family):
 
     def live_values(self):
         return plans.batched_live_values(self.batches())
+
+    def work(self):
+        info = self.info
+        if self.params.get('ld') != 'reload':
+            return super().work()
+        # a load at every use (L1 hits after the first), a few in flight
+        # the loads past the first of each B row are L1 hits: they
+        # use the L1/shared data path (one data path on NVIDIA)
+        return cost.stream_work(self, len(info.bix), loads=info.nnz,
+                                lds=(info.nnz - len(info.bix))*self.itemsize,
+                                stage=RELOAD_INFLIGHT*self.itemsize,
+                                waits=-(-info.nnz // RELOAD_INFLIGHT),
+                                reread=info.nnz)
+
+    def finish_rows(self):
+        return self.info.m
 
     def registers(self):
         if self.params.get('ld') == 'reload':

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gimmik import cost
 from gimmik.analysis import ksplit_ranges, shared_row_groups
 from gimmik.families import Family, Geometry
 from gimmik.families.cstream_mblock import group_reads, mblock_rows
@@ -213,3 +214,11 @@ class CstreamKparts(Family):
         # a group's B values and the sum of one row
         return max(len(g.loads) + 1 for blk in self.plan
                    for part in blk.parts for warp in part for g in warp)
+
+    def work(self):
+        # each group's B rows read once; the partial sums of the rows
+        # crossing parts go through shared memory (a write, reads and a
+        # last read)
+        slots = sum(blk.slots for blk in self.plan)
+        return cost.stream_work(self, kparts_reads(self.plan),
+                                lds=3*slots*self.itemsize)

@@ -18,9 +18,10 @@ B value where it first needs it.  A thread then holds a pass's owned sums
 and the B values between their first and last use, not every owned sum
 and every B value: the k-split of operators whose one pass spills."""
 
+from dataclasses import replace
 from functools import cached_property
 
-from gimmik import plans
+from gimmik import cost, plans
 from gimmik.families import Family, Geometry
 
 
@@ -43,6 +44,7 @@ CHUNKED_MIN_WIDTH = 2
 
 class CstreamKsplit(Family):
     name = 'cstream-ksplit'
+    register_resident = True
 
     @classmethod
     def adapt(cls, mm, params):
@@ -192,3 +194,20 @@ class CstreamKsplit(Family):
 
     def live_values(self):
         return self._live(self.c_joins())
+
+    def long_kernel(self, min_terms):
+        # not in passes of rows: that estimate follows its loads at first
+        # use (its 1680-term k-halves in one pass spilled at 168 registers)
+        return 'chunk' not in self.params and super().long_kernel(min_terms)
+
+    def work(self):
+        # partial sums of (ksplit - 1) groups through shared memory, two
+        # waits a pass of rows (the loads, the barrier)
+        ks, size = self.params['ksplit'], self.itemsize
+        passes = len(self.plan.passes) if self.params.get('chunk') else 1
+        w = cost.stream_work(self, len(self.info.bix),
+                             lds=2*(ks - 1)*self.info.m*size, waits=2*passes)
+        return replace(w, inflight=len(self.info.bix) / ks*size)
+
+    def finish_rows(self):
+        return -(-self.info.m // max(1, self.params['ksplit']))

@@ -23,7 +23,7 @@ from functools import cached_property
 
 import numpy as np
 
-from gimmik import plans
+from gimmik import cost, plans
 from gimmik.analysis import (partition_rows, shared_row_groups,
                              sparse_gemm_worth_it)
 from gimmik.families import FREE_REGISTER_ESTIMATE, Family, Geometry
@@ -47,6 +47,22 @@ SHARED_MAX_READS = 0.75
 # spilled four (shared64 of p7-hex-m460: 256 VGPRs, 28 bytes of scratch)
 RUNTIME_STACK = 2
 
+# CUDA (cuda.SHARED_ROWS): the partitioned groups keep more B values live
+# than the shared ones (a group's rows share fewer B rows): the estimate's
+# live values (every B value from its first use to its last) gave 206-402
+# registers where ptxas compiled 254 without spill, so where each B value
+# feeds few of a group's terms (at most PART_MAX_REUSE on average) they are
+# bounded by their terms instead, with n baked only (PyFR's call): groups of
+# up to 684 non-zeros compiled without spill with n baked, from 648 some
+# spilled 16-56 bytes and from 727 all of them 152-1160 (p5/p6-hex-m132,
+# p6-hex-m460, each at 8-32 groups); with n at run time groups of 604-630
+# spilled 32-72 bytes, and so did a group of 19 rows of 570 non-zeros on 35 B
+# rows (a denser copy of a tet operator) with n baked
+# (bench/results/cuda-spill-audit-part*.csv).  Elsewhere they are budgeted by
+# the estimate as the shared groups are.
+PART_MAX_TERMS = 640
+PART_MAX_REUSE = 4
+
 
 def group_reads(A, rows):
     """B rows the row groups `rows` read in all (each group its used B
@@ -67,6 +83,18 @@ def mblock_rows(A, params):
     return [list(range(r0, r1))
             for r0, r1 in plans.balanced_row_groups(A, params['groups'])
             if r1 > r0]
+
+
+def grouped(params):
+    """Whether a cstream-mblock row's groups are found from A's pattern
+    (shared or partitioned), not contiguous."""
+    return 'shared' in params or 'part' in params
+
+
+def group_terms(A, params):
+    """[non-zeros of A in each row group] of a cstream-mblock row."""
+    S = np.asarray(A) != 0
+    return [int(S[rows].sum()) for rows in mblock_rows(A, params)]
 
 
 def stack_groups(A, rows, stack):
@@ -101,6 +129,7 @@ class CstreamMblock(Family):
     # CUDA: ptxas keeps a row group's unrolled loads closer to the estimate
     max_registers = {'cuda': 200}
     free_registers = FREE_REGISTER_ESTIMATE
+    register_resident = True
 
     @classmethod
     def adapt(cls, mm, params):
@@ -170,3 +199,33 @@ class CstreamMblock(Family):
     def live_values(self):
         return max(plans.batched_live_values(batches)
                    for _, batches in self.plan)
+
+    def thread_terms(self):
+        # a group's share (contiguous groups)
+        return self.info.nnz / (self.params.get('groups') or 1)
+
+    def long_kernel(self, min_terms):
+        # groups by shared or partitioned B rows always (cuda.SHARED_ROWS)
+        return grouped(self.params) or super().long_kernel(min_terms)
+
+    def terms_bound(self):
+        """Partitioned groups whose registers their terms bound (n baked,
+        every group of fewer than PART_MAX_TERMS non-zeros and at most
+        PART_MAX_REUSE of them on average a B row it uses)."""
+        if 'part' not in self.params or self.mm.n is None:
+            return False
+        S = np.asarray(self.A) != 0
+        for rows in self.group_rows:
+            terms = int(S[rows].sum())
+            if (terms >= PART_MAX_TERMS
+                    or terms > PART_MAX_REUSE*int(S[rows].any(axis=0).sum())):
+                return False
+        return True
+
+    def work(self):
+        # with stack groups a block, a B row the block's groups share comes
+        # from L2 once a block (L1 after); a thread loads its own group's
+        # rows
+        return cost.stream_work(self, group_reads(self.A, self.group_rows),
+                                stack=self.params.get('stack', 1),
+                                l2_rows=group_reads(self.A, self.block_rows))

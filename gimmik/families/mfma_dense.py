@@ -3,6 +3,7 @@ order of v_mfma_f64_16x16x4f64 (gimmik.fragments.mfma); each block is
 (64, msplit) lanes covering 64 columns, B read directly (msplit 1) or
 staged through LDS chunks."""
 
+from gimmik import cost
 from gimmik.fragments import mfma, mfma_tiled
 from gimmik.families import Family, Geometry
 
@@ -92,3 +93,20 @@ class MfmaDense(Family):
     def registers(self):
         mtiles = -(-self.info.m // mfma.MFMA_M)
         return sum(vgprs(mtiles, self.params, self.mm.beta != 0))
+
+    def work(self):
+        P, size, info = self.plan, self.itemsize, self.info
+        g = self.geometry()
+        c_rw = info.m*size*(2 if self.mm.beta else 1)
+        b = len(info.bix)*size
+        # every wave runs the same slots: msplit waves x mfma_count a block
+        # of WAVE columns
+        mflops = (P.msplit*P.mfma_count*2*mfma.MFMA_M*mfma.MFMA_N
+                  * mfma.MFMA_K / mfma.WAVE)
+        lds = b*(1 + P.msplit) if P.lds else 0.0
+        stage = (P.nbuf*P.chunk_rows*mfma.WAVE*size / (mfma.WAVE*P.msplit)
+                 if P.lds else b)
+        instr = P.msplit*P.mfma_count / mfma.WAVE + (info.m + b / size) / 64
+        waits = len(P.chunks) if P.lds else 1
+        return cost.Work(b + c_rw, b + c_rw, lds, 0.0, mflops, instr, stage,
+                         g.block[0]*g.block[1], mfma.WAVE, 1, True, waits)

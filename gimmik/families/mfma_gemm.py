@@ -12,6 +12,9 @@ the rows in m-blocks of few used columns (gimmik.analysis.compact_order;
 B's rows by a table per m-block), the HIP side of CUDA's compact
 mma-gemm."""
 
+import numpy as np
+
+from gimmik import cost
 from gimmik.fragments import mfma_tiled as mt
 from gimmik.fragments.mfma import MFMA_M, WAVE
 from gimmik.families import Family, Geometry
@@ -68,6 +71,14 @@ class MfmaGemm(Family):
         vgprs, agprs = mt.register_estimate(self.tiling(), self.info.m,
                                             self.info.k)
         return vgprs + agprs
+
+    def work(self):
+        P = self.plan
+        live_rows = np.minimum(P.live_count*P.block_k, self.info.k)
+        stage = P.block_k*(P.block_m + P.block_n)*self.itemsize
+        return cost.gemm_work(self, P.m_blocks, live_rows, P.block_m,
+                              P.block_k, stage,
+                              P.slot_size*float(np.mean(P.live_count))*8)
 
 
 def _tiling(params):

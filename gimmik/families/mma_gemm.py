@@ -18,6 +18,9 @@ registers for the 64 x 64 tile (4-12 bytes spilled at 128 for m of 56-64
 and k of 64-252; none with k of 30-40, fewer m-tiles or two m-blocks or
 more, bench/results/cuda-spill-audit.csv)."""
 
+import numpy as np
+
+from gimmik import cost
 from gimmik.analysis import reordered
 from gimmik.fragments import mma
 from gimmik.families import Family, Geometry
@@ -95,3 +98,13 @@ class MmaGemm(Family):
         wm, wn = self.tiling()[0], self.params['wn']
         na, nb, nc = mma.gemm_fragment_sizes(self.params['shape'])
         return GEMM_REGISTER_MARGIN + 2*(wm*wn*nc + 2*(wm*na + wn*nb))
+
+    def work(self):
+        p = self.params
+        _, nmb, _, BM, BN, BK = self.tiling()
+        live = self.plan.cnt
+        live_rows = np.minimum(live*BK, self.info.k)
+        stage = (p['nbuf'] - 1)*BK*(BM + BN)*self.itemsize
+        return cost.gemm_work(self, nmb, live_rows, BM, BK, stage,
+                              BM*BK*float(np.mean(live))*self.itemsize,
+                              depth=p['nbuf'] - 1)

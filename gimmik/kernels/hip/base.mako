@@ -20,7 +20,7 @@ typedef ${dtype} gimmik_v2 __attribute__((vector_size(${2*itemsize})));
 % endif
 </%def>
 
-## no_packed_f32 (gimmik.hip.NO_PACKED_F32_FAMILIES): clang-19 pairs
+## no_packed_f32 (Family.no_packed_f32): clang-19 pairs
 ## scalar f32 values of different rows into packed FMAs, a pair holding
 ## a register whose load is still in flight waiting for all loads (f32
 ## bstream-msplit/width1 of a 33-column operator: 5 full waits on 26
