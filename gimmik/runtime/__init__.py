@@ -95,7 +95,6 @@ class Runtime(ABC):
         """Median wall time in seconds of launch(*args) (device events where
         there is a device)."""
 
-    @abstractmethod
     def starved(self):
         """Why the last time() measured the scheduler rather than the
         kernel (the process was starved of CPU on a saturated machine), or

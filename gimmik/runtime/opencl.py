@@ -319,10 +319,6 @@ class Runtime(_Runtime):
             times.append(_span(evs) if evs else _time.perf_counter() - t0)
         return statistics.median(times)
 
-    def starved(self):
-        # event times are the device's: the host's scheduling cannot show
-        return None
-
     def copy_bandwidth(self, nbytes):
         """Bytes read plus written per second by a device-to-device copy
         of nbytes."""
