@@ -355,6 +355,31 @@ def inspect_many(jobs, workers=None):
         return list(pool.map(one, jobs))
 
 
+# -- loads batched: the waits a report may have ------------------------------
+# Waits for all loads (vmcnt(0)) more often hide no latency
+# (docs/hip-bounded-families.md)
+LOADS_PER_VM0 = 8
+
+# Families whose waves each run their own case of a switch on the wave index
+WAVE_CASES = ('bstream-msplit', 'cstream-ksplit', 'mfma-dense')
+
+
+def vm0_ok(rep, paths=1, waves=1):
+    """Whether a report waits for all vector memory operations at most once
+    per LOADS_PER_VM0 global loads, one wait a path allowed whatever its
+    loads.  paths: the row groups a block takes one of (meta row_groups),
+    judged together; waves: the waves of a block that run their own case
+    (wave_paths), each allowed one wait."""
+    loads = sum(rep['global_loads'].values())
+    return rep['vmcnt0'] <= max(paths*waves, loads / LOADS_PER_VM0)
+
+
+def wave_paths(meta):
+    """The waves of a block that run their own case of a candidate's kernel
+    (1 for a family whose waves all run the same code)."""
+    return meta['block'][1] if meta['tplname'] in WAVE_CASES else 1
+
+
 # -- the `gimmik isa` sub-command ---------------------------------------------
 COLUMNS = [
     # header     width  cell

@@ -13,8 +13,12 @@ these; nothing else keeps a copy.
         grid, block = proto.launch(meta, n)
 """
 
+import copy
+import csv
 from dataclasses import dataclass
+import gzip
 import importlib
+import math
 
 import numpy as np
 
@@ -26,6 +30,7 @@ IFAC = 0.95          # autotune-ifac: a new pick must beat ifac x the pick
 NWARMUP = 1          # launches before the timed ones (provider _benchmark)
 ALIGNB = 128         # bytes a row of a panel is aligned to (CUDA, HIP, Metal)
 MS = 1e3             # feedback 'runtime' is in milliseconds (event timers)
+SOASZ = 32           # the CUDA backend pads a panel's elements to this
 
 
 def _ceil_block_x(meta, n):
@@ -164,9 +169,10 @@ def needed_blocks(meta, n):
 
 
 def walk(proto, kgen, time_candidate, ifac=IFAC, nkerns=None):
-    """PyFR's provider loop over a kernels() generator: at most
-    nkerns (default proto.nkerns) candidates, each timed by time_candidate(src, meta) ->
-    seconds or (seconds, {'registers', 'local_mem', 'shared_mem'}); a
+    """PyFR's provider loop over a kernels() generator: at most nkerns
+    (default proto.nkerns) candidates, each timed by time_candidate(src,
+    meta) -> seconds or (seconds, {'registers', 'local_mem',
+    'shared_mem'}); a
     candidate becomes the pick only when faster than ifac x the pick so
     far; the feedback's runtime in milliseconds.  Returns {'seen':
     [(variant, seconds)], 'pick': index or None}."""
@@ -184,3 +190,56 @@ def walk(proto, kgen, time_candidate, ifac=IFAC, nkerns=None):
     except StopIteration:
         pass
     return {'seen': seen, 'pick': pick}
+
+
+def picked(w):
+    """(variant, seconds) of a walk()'s pick, or (None, None)."""
+    return w['seen'][w['pick']] if w['pick'] is not None else (None, None)
+
+
+def euler_nvars(etype):
+    """The variables of PyFR's Euler equations: 4 in 2-D, 5 in 3-D."""
+    return 4 if etype in ('quad', 'tri') else 5
+
+
+def panel(n_target, nvars, soasz=SOASZ):
+    """(neles, n) of PyFR's panel for about n_target / nvars elements: the
+    elements padded to a multiple of soasz, n = nvars x that."""
+    neles = -(-int(n_target) // (nvars*soasz))*soasz
+    return neles, nvars*neles
+
+
+# -- recorded walks: the walk replayed over measured candidate times ---------
+def read_times(path):
+    """{op: [(variant, seconds)]} of our candidates in a candidates CSV, in
+    the file's (offer) order, or {(op, n): ...} where the file has an n
+    column; rows of another kind (upstream's) or not 'ok' are left out.  A
+    path ending .gz is read through gzip."""
+    out = {}
+    opener = gzip.open if path.endswith('.gz') else open
+    with opener(path, 'rt', newline='') as f:
+        for r in csv.DictReader(f):
+            if r.get('kind', 'ours') != 'ours' or not r['time_s'] or \
+                    r.get('status', 'ok') != 'ok':
+                continue
+            key = (r['op'], int(r['n'])) if 'n' in r else r['op']
+            out.setdefault(key, []).append((r['variant'],
+                                            float(r['time_s'])))
+    return out
+
+
+def replay_times(proto, mm, times, dtype=np.float64, arch=None,
+                 offer=None):
+    """walk() of `proto` over mm's kernels() with each candidate's time
+    looked up in `times` ({variant: seconds}; one without a time counts as
+    infinitely slow): what the walk would pick from recorded times.  offer:
+    ranked candidates walked in place of what kernels() offers (e.g. all of
+    candidates(), the order without the start-up cut).  Only variant names
+    travel: no source is rendered, mm is left as it was."""
+    named = copy.copy(mm)
+    named.render = lambda cand, dtype, kname='gimmik_mm': (
+        '', {'variant': cand.variant})
+    if offer is not None:
+        named.offered = lambda cands: list(offer)
+    return walk(proto, proto.kernels(named, dtype, arch=arch),
+                lambda src, meta: times.get(meta['variant'], math.inf))

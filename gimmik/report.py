@@ -17,12 +17,13 @@ axis and one bar per matrix.  The plots need matplotlib (``pip install
 matplotlib``); ``--no-plots`` writes the Markdown alone.
 """
 
+import csv
 import math
 import os
 import statistics
 
 from gimmik.operators import ELEMENTS, parse_name, sort_key
-from gimmik.sweep import CSV_NAME, SKIPPED, read_rows
+from gimmik.sweep import CANDIDATES_NAME, CSV_NAME, SKIPPED, read_rows
 from gimmik.util import atomic_path, atomic_write
 
 MATRIX_ORDER = ('m0', 'm3', 'm6', 'm132', 'm460')
@@ -108,6 +109,43 @@ def summarise(rows):
                      default=None),
         'tune_s': sum(r.get('tune_s') or 0 for r in rows),
     }
+
+
+def vendor_lines(outdir):
+    """Summary lines of a sweep against its vendor baseline: gimmik's and
+    the vendor's fraction of copy bandwidth, the speed-ups, which vendor
+    formulations won, and the operators whose vendor time is above CuPy's
+    plain gemm (the cuda runtime's cupy-gemm formulation)."""
+    rows = [r for r in read_rows(os.path.join(outdir, CSV_NAME))
+            if r.get('copy_fraction') and r.get('speedup')]
+    if not rows:
+        return ['no operator with both a gimmik and a vendor result']
+    cupy_t = {}
+    path = os.path.join(outdir, CANDIDATES_NAME)
+    if os.path.exists(path):
+        with open(path, newline='') as f:
+            for r in csv.DictReader(f):
+                if r['kind'] == 'vendor' and r['name'] == 'cupy-gemm' \
+                        and r['time_s']:
+                    cupy_t[r['operator']] = float(r['time_s'])
+    bc = [r['copy_fraction'] for r in rows]
+    vc = [r['vendor_copy_fraction'] for r in rows]
+    sp = [r['speedup'] for r in rows]
+    won = {}
+    for r in rows:
+        won[r['vendor_formulation']] = won.get(r['vendor_formulation'], 0) + 1
+    above = [r['operator'] for r in rows if r['operator'] in cupy_t
+             and r['vendor_time_s'] > cupy_t[r['operator']]]
+    return [
+        f'{len(rows)} operators: gimmik/copy geomean {geomean(bc):.3f} min '
+        f'{min(bc):.3f}; vendor/copy geomean {geomean(vc):.3f}; speed-up '
+        f'geomean {geomean(sp):.3f} min {min(sp):.3f} '
+        f'({sum(s < 1 for s in sp)} slower than the vendor)',
+        'vendor formulations that won: ' + ', '.join(
+            f'{k} {v}' for k, v in sorted(won.items(), key=lambda x: -x[1])),
+        f'operators whose vendor time is above CuPy\'s plain gemm: '
+        f'{len(above)} of {len(cupy_t)} with one'
+        + (f' ({", ".join(above[:10])})' if above else '')]
 
 
 # -- Markdown -----------------------------------------------------------------

@@ -7,6 +7,9 @@ sum_j |A_ij B_jn| + |beta C_in|, the bound of a dot product's rounding
 error.  A measure scaled by the largest value of the whole reference could
 be fooled: a kernel that zeroes or flips the sign of a small row next to a
 huge one would pass it.
+
+reference() and rel_error() take CuPy arrays as well (the device benches
+check on the device) and compute with the arrays' own module.
 """
 
 import math
@@ -18,19 +21,29 @@ import numpy as np
 SENTINEL = 1234.5
 
 
+def _xp(x):
+    """CuPy for a CuPy array, else NumPy."""
+    if type(x).__module__.partition('.')[0] == 'cupy':
+        import cupy
+        return cupy
+    return np
+
+
 def reference(A, b, beta=0.0, c=None):
     """(C = A*b + beta*c, scale) in float64, where scale holds each
     element's sum of term magnitudes |A||b| + |beta||c|.  Only the columns
     of A with a non-zero take part."""
+    xp = _xp(b)
     A = np.asarray(A, dtype=np.float64)
     used = np.flatnonzero(A.any(axis=0))
-    Au, bu = A[:, used], np.asarray(b, dtype=np.float64)[used]
+    Au = xp.asarray(A[:, used])
+    bu = xp.asarray(b, dtype=np.float64)[xp.asarray(used)]
     ref = Au @ bu
-    scale = np.abs(Au) @ np.abs(bu)
+    scale = xp.abs(Au) @ xp.abs(bu)
     if beta:
-        c = np.asarray(c, dtype=np.float64)
+        c = xp.asarray(c, dtype=np.float64)
         ref += beta*c
-        scale += abs(beta)*np.abs(c)
+        scale += abs(beta)*xp.abs(c)
     return ref, scale
 
 
@@ -38,20 +51,21 @@ def rel_error(x, ref, scale=None):
     """The largest error of x against ref, each element relative to its own
     scale (default: the largest |ref| of its row); inf when x has a NaN or
     Inf, or differs where the scale is zero."""
-    x = np.asarray(x, dtype=np.float64)
-    ref = np.asarray(ref, dtype=np.float64)
+    xp = _xp(x)
+    x = xp.asarray(x, dtype=np.float64)
+    ref = xp.asarray(ref, dtype=np.float64)
     if x.shape != ref.shape:
         raise ValueError(f'output shape {x.shape} is not the reference '
                          f'shape {ref.shape}')
-    if not (np.isfinite(x).all() and np.isfinite(ref).all()):
+    if not (bool(xp.isfinite(x).all()) and bool(xp.isfinite(ref).all())):
         return math.inf
     if x.size == 0:
         return 0.0
     if scale is None:
-        scale = np.abs(ref).max(axis=-1, keepdims=True)
-    diff = np.abs(x - ref)
+        scale = xp.abs(ref).max(axis=-1, keepdims=True)
+    diff = xp.abs(x - ref)
     with np.errstate(divide='ignore', invalid='ignore'):
-        err = np.where(diff == 0, 0.0, diff / scale)
+        err = xp.where(diff == 0, 0.0, diff / scale)
     return float(err.max())
 
 

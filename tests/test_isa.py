@@ -585,8 +585,8 @@ def _baked_reports(name, beta, family, params, baked=True,
 
 def assert_loads_batched(rep, what, paths=1):
     """No scratch, and at most one full wait per 8 loads over `paths` row
-    groups (bench/hip_offline/hip_offer_audit.py's judge)."""
-    from bench.hip_offline.hip_offer_audit import vm0_ok
+    groups (gimmik.isa.vm0_ok, the HIP offer audit's judge)."""
+    from gimmik.isa import vm0_ok
 
     assert rep['scratch_bytes'] == 0, what
     loads = sum(rep['global_loads'].values())

@@ -1,12 +1,12 @@
-"""bench/hip_offline/hip_offer_audit.py's loads-batched judge: at most one
+"""gimmik.isa's loads-batched judge (the HIP offer audit's): at most one
 full wait per 8 global loads on a block's path, one a path allowed; row
 groups divide a kernel's loads and waits; waves that run their own case of
-a switch on the wave index are allowed one wait each (the per-wave
-columns), never fewer than the strict judge allows."""
+a switch on the wave index are allowed one wait each, never fewer than
+the strict judge allows."""
 
 import pytest
 
-from bench.hip_offline.hip_offer_audit import LOADS_PER_VM0, vm0_ok, wave_paths
+from gimmik.isa import LOADS_PER_VM0, vm0_ok, wave_paths
 
 
 def rep(loads, waits):

@@ -3,15 +3,15 @@ is the baseline and is named; a formulation that raises, is wrong or writes
 the padding is recorded and never chosen.  The row-major to column-major
 mapping every BLAS formulation uses, the cuBLASLt binding (against a
 stand-in library on host memory), the cuda runtime's formulations and
-device-side checks (against stand-ins for CuPy and cuBLAS) and the H100
-benchmark's summary are checked on the CPU."""
+device-side checks (against stand-ins for CuPy and cuBLAS) and a sweep's
+summary against its vendor (gimmik.report.vendor_lines) are checked on the
+CPU."""
 
 import ctypes
 
 import numpy as np
 import pytest
 
-from bench.cuda import cuda_bench
 from conftest import Panels, random_operator
 from gimmik.runtime import blas, cublaslt, failed_launch, pick_vendor
 from gimmik.runtime.c import Runtime as CRuntime
@@ -344,9 +344,9 @@ def test_cublaslt_missing_library_is_named(monkeypatch):
         cublaslt.load_library()
 
 
-# -- the H100 benchmark's summary ---------------------------------------------
+# -- a sweep's summary against its vendor (bench/cuda/cuda_bench.py's) -------
 
-def test_bench_summary(tmp_path):
+def test_vendor_lines(tmp_path):
     from gimmik.sweep import COLUMNS, write_candidates, write_tables
     ops = [('p1-hex-m0', 'cublaslt-nn/h0', 1e-3, 1.2e-3, 0.9, 0.6, 2.0),
            ('p2-hex-m0', 'cublas-nt', 2e-3, 2e-3, 0.8, 0.4, 0.5),
@@ -364,7 +364,8 @@ def test_bench_summary(tmp_path):
                        'time_s': ct, 'error': '' if ct else 'failed'}])
     write_tables(str(tmp_path), rows, {})
     write_candidates(str(tmp_path), cands)
-    lines = cuda_bench.summarise(str(tmp_path))
+    from gimmik.report import vendor_lines
+    lines = vendor_lines(str(tmp_path))
     assert lines[0].startswith('4 operators') and '(1 slower' in lines[0]
     assert lines[1] == ('vendor formulations that won: cublaslt-nn/h0 2, '
                         'cublas-nt 1, cublas-nn 1')

@@ -23,11 +23,8 @@ tests, python -m pytest -m gpu tests/test_cuda_gpu.py.
 """
 
 import argparse
-import csv
 import os
 import sys
-
-import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -70,51 +67,11 @@ def main(argv=None):
           mib=args.mib,
           runtime=rt, use_cache=False, budget_s=args.budget,
           progress=SweepBar(stream=sys.stdout))
-    for line in summarise(args.out):
+    from gimmik.report import vendor_lines
+    for line in vendor_lines(args.out):
         print(line)
     sys.stdout.flush()
     return 0
-
-
-def summarise(outdir):
-    """Summary lines of a cuda sweep: gimmik's and the vendor's fraction of
-    copy bandwidth, the speed-ups, which vendor formulations won, and the
-    operators whose vendor time is above CuPy's plain gemm."""
-    from gimmik.sweep import CANDIDATES_NAME, CSV_NAME, read_rows
-    rows = [r for r in read_rows(os.path.join(outdir, CSV_NAME))
-            if r.get('copy_fraction') and r.get('speedup')]
-    if not rows:
-        return ['no operator with both a gimmik and a vendor result']
-    cupy_t = {}
-    path = os.path.join(outdir, CANDIDATES_NAME)
-    if os.path.exists(path):
-        with open(path, newline='') as f:
-            for r in csv.DictReader(f):
-                if r['kind'] == 'vendor' and r['name'] == 'cupy-gemm' \
-                        and r['time_s']:
-                    cupy_t[r['operator']] = float(r['time_s'])
-    bc = np.array([r['copy_fraction'] for r in rows])
-    vc = np.array([r['vendor_copy_fraction'] for r in rows])
-    sp = np.array([r['speedup'] for r in rows])
-    won = {}
-    for r in rows:
-        won[r['vendor_formulation']] = won.get(r['vendor_formulation'], 0) + 1
-    above = [r['operator'] for r in rows if r['operator'] in cupy_t
-             and r['vendor_time_s'] > cupy_t[r['operator']]]
-    return [
-        f'{len(rows)} operators: gimmik/copy geomean {gmean(bc):.3f} min '
-        f'{bc.min():.3f}; vendor/copy geomean {gmean(vc):.3f}; speed-up '
-        f'geomean {gmean(sp):.3f} min {sp.min():.3f} ({(sp < 1).sum()} '
-        f'slower than the vendor)',
-        'vendor formulations that won: ' + ', '.join(
-            f'{k} {v}' for k, v in sorted(won.items(), key=lambda x: -x[1])),
-        f'operators whose vendor time is above CuPy\'s plain gemm: '
-        f'{len(above)} of {len(cupy_t)} with one'
-        + (f' ({", ".join(above[:10])})' if above else '')]
-
-
-def gmean(x):
-    return float(np.exp(np.log(x).mean()))
 
 
 if __name__ == '__main__':

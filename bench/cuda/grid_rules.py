@@ -27,8 +27,9 @@ if ROOT not in sys.path:
 from bench import OPERATORS, RESULTS  # noqa: E402
 from bench.pyfr import walk_timing as timing  # noqa: E402
 from bench.pyfr.pyfr_walk import load_suite  # noqa: E402
-from bench.pyfr.walk_replay import beta_of, kname_of, twin_mm  # noqa: E402
+from bench.pyfr.walk_replay import kname_of, twin_mm  # noqa: E402
 from gimmik.base import MatMul  # noqa: E402
+from gimmik.operators import default_beta  # noqa: E402
 from gimmik.pyfr import PROTOCOLS  # noqa: E402
 
 FIELDS = ['op', 'n', 'variant', 'own_blocks', 'pyfr_blocks', 'own_s',
@@ -76,11 +77,11 @@ def main(argv=None):
             if time.time() - t0 > args.budget:
                 print(f'budget spent; stopping before {name}', flush=True)
                 break
-            beta = beta_of(name)
+            beta = default_beta(name)
             cands = walkers(A, beta, dev.cc)
             if not cands:
                 continue
-            panels = timing.Panels(dev, A, beta, n, seed=len(name))
+            panels = timing.DevicePanels(dev, A, beta, n, seed=len(name))
             try:
                 for src, meta in cands:
                     cubin, _ = timing.nvrtc_compile(

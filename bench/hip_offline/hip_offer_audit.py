@@ -24,8 +24,9 @@ Column pass: all four over every offered candidate; pass_first8: the same
 with the last judged on the first 8 only (the ones PyFR times).  The
 columns vm0_fail_wave and vm0_fail_first8_wave judge the loads-batched
 target with one wait allowed on each wave's path: in the families whose
-waves each run their own case of a switch on the wave index (WAVE_CASES),
-a kernel too small for a batch may wait once a wave, not once a block.
+waves each run their own case of a switch on the wave index
+(gimmik.isa.WAVE_CASES), a kernel too small for a batch may wait once a
+wave, not once a block.
 
     PYTHONPATH=. nice python3 bench/hip_offline/hip_offer_audit.py --name all
     PYTHONPATH=. python3 bench/hip_offline/hip_offer_audit.py \\
@@ -51,15 +52,17 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from bench import OPERATORS, RESULTS  # noqa: E402
-from bench.pyfr.walk_replay import pyfr_hip_sends  # noqa: E402
 from gimmik import HIPMatMul  # noqa: E402
-from gimmik.isa import inspect_many  # noqa: E402
+from gimmik.isa import (LOADS_PER_VM0, inspect_many, vm0_ok,  # noqa: E402
+                        wave_paths)
 from gimmik.operators import default_beta  # noqa: E402
+from gimmik.pyfr import PROTOCOLS  # noqa: E402
 
 SUITES = ('pyfr-ops.npz', 'pyfr-ops-p7.npz')
-PYFR_NKERNS = 8
+PYFR_HIP = PROTOCOLS['3.1', 'hip']     # its filter and first 8 (main's too)
+PYFR_NKERNS = PYFR_HIP.nkerns
 PYFR_N = 110080
-ALIGNE = 16
+ALIGNE = PYFR_HIP.aligne('float64')
 ARCHES = ('gfx90a', 'gfx942')
 DTYPES = ('float64', 'float32')
 
@@ -67,11 +70,6 @@ DTYPES = ('float64', 'float32')
 MIN_DISTINCT = 6
 MIN_WAVES = 2
 MIN_AT_WAVES = 3
-LOADS_PER_VM0 = 8
-
-# Families whose waves load B in their own case of a switch on the wave
-# index (blockDim.y waves a block)
-WAVE_CASES = ('bstream-msplit', 'cstream-ksplit', 'mfma-dense')
 
 FIELDS = ['op', 'm', 'k', 'nnz', 'density', 'dtype', 'n_mode', 'arch',
           'offered', 'distinct_first8', 'max_scratch', 'waves_first8',
@@ -90,27 +88,9 @@ def operators(patterns):
                 if A.ndim != 2 or not any(fnmatch.fnmatch(name, p)
                                           for p in patterns):
                     continue
-                if pyfr_hip_sends(A):
+                if PYFR_HIP.sends(A):
                     out[name] = np.array(A, dtype=np.float64)
     return out
-
-
-def vm0_ok(rep, paths=1, waves=1):
-    """Whether a kernel waits for all vector memory operations at most
-    once per LOADS_PER_VM0 global loads (at least once a path allowed).
-    A kernel whose blocks take one of `paths` row groups (meta row_groups)
-    is judged over its paths together: its waits at most its loads / 8,
-    or one a path (groups of 16 and 10 loads waiting twice and once
-    pass, as each would alone).  waves: the block's waves that run their
-    own case (wave_paths), each allowed one wait whatever its loads."""
-    loads = sum(rep['global_loads'].values())
-    return rep['vmcnt0'] <= max(paths*waves, loads / LOADS_PER_VM0)
-
-
-def wave_paths(meta):
-    """The waves of a block that run their own case of the kernel (1 for
-    a family whose waves run the same code)."""
-    return meta['block'][1] if meta['tplname'] in WAVE_CASES else 1
 
 
 def judge(offered, reps):

@@ -54,13 +54,14 @@ if ROOT not in sys.path:
 from gimmik import isa  # noqa: E402
 from gimmik.hip import HIPMatMul  # noqa: E402
 from gimmik.operators import OperatorNameError, suite  # noqa: E402
+from gimmik.pyfr import PROTOCOLS  # noqa: E402
 from bench import OPERATORS, RESULTS  # noqa: E402
-from bench.pyfr.walk_replay import pyfr_hip_sends  # noqa: E402,F401
 from bench.upstream import load_upstream  # noqa: E402
 
 # PyFR 3.1's HIP provider
-PYFR_NKERNS = 8
-PYFR_ALIGNE = 16
+PYFR_HIP = PROTOCOLS['3.1', 'hip']
+PYFR_NKERNS = PYFR_HIP.nkerns
+PYFR_ALIGNE = PYFR_HIP.aligne('float64')
 WARP = 64
 
 N_DEFAULT = 110080
@@ -86,7 +87,7 @@ CAND_FIELDS = ['op', 'arch', 'side', 'rank', 'variant', 'dup_of', 'block',
                'vmcnt0', 'instr_col', 'bytes_col', 'error']
 
 
-# -- pure parts (tests/test_hip_upstream_isa.py) ----------------------------
+# -- pure parts (bench/tests/test_hip_upstream_isa.py) ----------------------
 
 # HIP's vector types as hiprtc provides them to a source, reduced to what
 # upstream's kernels use: the fields, 2- or 4-element alignment, += and
@@ -382,7 +383,7 @@ def main(argv=None):
             found = suite(args.ops, s)
         except OperatorNameError:
             continue
-        ops.update((k, A) for k, A in found.items() if pyfr_hip_sends(A)
+        ops.update((k, A) for k, A in found.items() if PYFR_HIP.sends(A)
                    and (args.max_nnz is None
                         or np.count_nonzero(A) <= args.max_nnz))
     if not ops:

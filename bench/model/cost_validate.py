@@ -50,9 +50,11 @@ if ROOT not in sys.path:
 from bench import BENCH, OPERATORS, RESULTS  # noqa: E402
 
 from gimmik import cost  # noqa: E402
+from gimmik.operators import default_beta, parse_name  # noqa: E402
+from gimmik.pyfr import PROTOCOLS  # noqa: E402
 
-# PyFR's CUDA alignment: 128 bytes of f64 (bench/pyfr/pyfr_walk.py)
-ALIGNE = 16
+# PyFR's CUDA alignment of f64 panels (bench/pyfr/pyfr_walk.py's)
+ALIGNE = PROTOCOLS['3.1', 'cuda'].aligne(np.float64)
 
 # The target: the estimate's first pick within this of the best
 WITHIN = 1.05
@@ -151,7 +153,6 @@ def ptxas_facts(src, arch='sm_90'):
 def validate(measured, ops, facts_from='csv', ns=None):
     from gimmik.cuda import CUDAMatMul
     from gimmik.tune import _ld_align      # the sweep's aligne rule
-    from bench.pyfr.walk_replay import beta_of, split_name
     rows, unmapped = [], collections.Counter()
     for (name, n, baked), meas in sorted(measured.items()):
         if ns and n not in ns:
@@ -159,7 +160,7 @@ def validate(measured, ops, facts_from='csv', ns=None):
         if name not in ops:
             unmapped['operator not in suite'] += len(meas)
             continue
-        A, beta = ops[name], beta_of(name)
+        A, beta = ops[name], default_beta(name)
         if baked:
             mm = CUDAMatMul(A, beta=beta, aligne=ALIGNE, n=n, ldb=n, ldc=n)
         else:      # the sweep's generator: runtime n, ldb = ldc = n
@@ -194,7 +195,7 @@ def validate(measured, ops, facts_from='csv', ns=None):
         info = mm.info
         rows.append({
             'op': name, 'n': n, 'class': op_class(info, beta),
-            'mat': split_name(name)[2], 'm': info.m, 'k': info.k,
+            'mat': parse_name(name)[2], 'm': info.m, 'k': info.k,
             'nnz': info.nnz, 'density': f'{info.density:.3f}',
             'beta': beta, 'measured': len(meas), 'mapped': len(items),
             'best_variant': items[best][0].variant,

@@ -1,10 +1,12 @@
 """How PyFR's walk fares with the CUDA candidate order, from measured
-candidate times (no GPU): per operator, replay PyFR 3.1's provider (first 8
-of kernels(), this package's 1.5x family pruning, a new pick only when
-below 0.95 of the pick so far) with each candidate's measured time, and
-compare its pick with the best candidate of all (walk_over_all).  Done for
-the table order as offered and for gimmik.order.order_candidates, on two
-datasets:
+candidate times (no GPU): per operator, replay PyFR 3.1's provider
+(gimmik.pyfr.replay_times: first 8 of kernels(), this package's 1.5x
+family pruning, a new pick only when below 0.95 of the pick so far) with
+each candidate's measured time over every ranked candidate (no start-up
+cut), and compare its pick with the best candidate of all
+(walk_over_all).  Done for the order candidates() returns ('ranked') and
+with gimmik.order.order_candidates applied again ('reordered': what --loo
+varies), on two datasets:
 
 - 512mib: bench/results/cuda-h100-candidates.csv (512 MiB panels, n not
   baked, aligne 2), replayed with n unknown;
@@ -19,9 +21,7 @@ a time and reports how the left-out type fares.
 """
 
 import argparse
-import collections
 import csv
-import gzip
 import os
 import sys
 
@@ -33,32 +33,17 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from bench import OPERATORS, RESULTS  # noqa: E402
-from bench.pyfr.walk_replay import (  # noqa: E402
-    beta_of, pyfr_aligne, pyfr_nuq, pyfr_sends, replay_walk, split_name)
+from bench.pyfr.walk_replay import PYFR_CUDA, pyfr_nuq  # noqa: E402
 from gimmik.cuda import CUDAMatMul  # noqa: E402
+from gimmik.operators import default_beta, parse_name  # noqa: E402
 import gimmik.order as gorder  # noqa: E402
 from gimmik.order import order_candidates  # noqa: E402
+from gimmik.pyfr import picked, read_times, replay_times  # noqa: E402
 
 MISS = 1.03
 
 DATASETS = {'512mib': os.path.join(RESULTS, 'cuda-h100-candidates.csv'),
             'pyfr': os.path.join(RESULTS, 'pyfr-walk-h100-candidates.csv')}
-
-
-def measured(path):
-    """{op: [(variant, seconds)]} in the file's (offer) order; for a PyFR
-    walk file ({(op, n): ...}) only ours, at every n it holds; a path
-    ending .gz is read through gzip."""
-    out = collections.defaultdict(list)
-    opener = gzip.open if path.endswith('.gz') else open
-    with opener(path, 'rt', newline='') as f:
-        for r in csv.DictReader(f):
-            if r.get('kind', 'ours') != 'ours':
-                continue
-            if r.get('status', 'ok') == 'ok' and r['time_s']:
-                key = (r['op'], int(r['n'])) if 'n' in r else r['op']
-                out[key].append((r['variant'], float(r['time_s'])))
-    return out
 
 
 def all_n_only(data):
@@ -71,46 +56,36 @@ def all_n_only(data):
     return {(op, n): data[(op, n)] for op, n in best.items()}
 
 
-def walk_with_times(mm, cands, times, cc=(9, 0)):
-    """replay_walk over mm's own _walk on `cands`, renders stubbed (only
-    the variant matters), runtimes from `times` (variant -> seconds; a
-    variant without a time counts as infinitely slow)."""
-    mm.render = lambda cand, dtype, kname='k': ('', {'variant':
-                                                     cand.variant})
-    gen = mm._walk(cands, np.float64, 'k')
-    return replay_walk(gen, lambda s, m: times.get(m['variant'],
-                                                   float('inf')))
-
-
 _BUILT = {}    # (op, n, A) -> (generator, its candidates)
 
 
 def analyse_op(name, A, rows, reorder, n=None):
     """One operator's walk on measured `rows`; n: the baked panel width
     (PyFR's generator) or None (512 MiB runs: n not baked, aligne 2)."""
-    beta = beta_of(name)
+    beta = default_beta(name)
     key = (name, n, A.tobytes())
     if key not in _BUILT:
         if n is None:
             mm = CUDAMatMul(A, beta=beta, aligne=2)
         else:
-            mm = CUDAMatMul(A, beta=beta, aligne=pyfr_aligne(), n=n, ldb=n,
+            mm = CUDAMatMul(A, beta=beta,
+                            aligne=PYFR_CUDA.aligne(np.float64), n=n, ldb=n,
                             ldc=n)
         _BUILT[key] = mm, mm.candidates(np.float64,
                                         compute_capability=(9, 0))
     mm, cands = _BUILT[key]
     if reorder:
         cands = order_candidates(mm.info, cands, 'cuda', beta=beta, n=n)
-    times = dict(rows)
-    walk = walk_with_times(mm, cands, times)
-    pv, pt = walk['seen'][walk['pick']]
+    walk = replay_times(PYFR_CUDA, mm, dict(rows), arch=(9, 0), offer=cands)
+    pv, pt = picked(walk)
     best_v, best_t = min(rows, key=lambda x: x[1])
     order = [c.variant for c in cands]
     info = mm.info
     return {'op': name, 'n': n or '', 'm': info.m, 'k': info.k,
             'nnz': info.nnz,
             'density': round(info.density, 4), 'nuq': pyfr_nuq(A),
-            'sends': pyfr_sends(A), 'used_k': round(len(info.bix)/info.k, 3),
+            'sends': PYFR_CUDA.sends(A),
+            'used_k': round(len(info.bix)/info.k, 3),
             'zero_rows': len(info.zero_rows), 'ncand': len(cands),
             'walk_pick': pv, 'walk_time_s': pt, 'all_best': best_v,
             'all_best_time_s': best_t, 'walk_over_all': pt / best_t,
@@ -184,14 +159,14 @@ def leave_one_out(data, ops):
     then replay the left-out type with the fitted and the shipped
     constants."""
     shipped = {k: getattr(gorder, k) for k in LOO_GRID}
-    etypes = sorted({split_name(op)[1] for op, _ in data})
+    etypes = sorted({parse_name(op)[1] for op, _ in data})
     print('\nleave one element type out (pyfr dataset): fitted constants; '
           'left-out type with fitted / shipped constants / no baked-n '
           'rules (misses, worst, geomean)')
     rows = []
     for et in etypes:
-        train = {k: v for k, v in data.items() if split_name(k[0])[1] != et}
-        test = {k: v for k, v in data.items() if split_name(k[0])[1] == et}
+        train = {k: v for k, v in data.items() if parse_name(k[0])[1] != et}
+        test = {k: v for k, v in data.items() if parse_name(k[0])[1] == et}
         fit = dict(shipped)
         for _ in range(2):
             for name, grid in LOO_GRID.items():
@@ -236,22 +211,22 @@ def main(argv=None):
         ops = {k: f[k] for k in f.files if k != 'provenance'}
     out, summary = [], []
     for ds in args.dataset:
-        data = measured(DATASETS[ds])
+        data = read_times(DATASETS[ds])
         if ds == 'pyfr':
             data = all_n_only(data)
         before, after = run(data, ops, False), run(data, ops, True)
-        report(before, f'[{ds}] table order')
-        report(after, f'[{ds}] order_candidates')
+        report(before, f'[{ds}] ranked (candidates())')
+        report(after, f'[{ds}] reordered (order_candidates again)')
         summary.append((ds, stats(before), stats(after), len(before)))
-        out += [dict(r, dataset=ds, order='table') for r in before]
-        out += [dict(r, dataset=ds, order='ordered') for r in after]
-    print(f'\n{"dataset":8s} {"ops":>4s}  {"table: >3%, worst, geomean":>28s}'
-          f'  {"ordered: >3%, worst, geomean":>30s}')
+        out += [dict(r, dataset=ds, order='ranked') for r in before]
+        out += [dict(r, dataset=ds, order='reordered') for r in after]
+    print(f'\n{"dataset":8s} {"ops":>4s}  {"ranked: >3%, worst, geomean":>28s}'
+          f'  {"reordered: >3%, worst, geomean":>30s}')
     for ds, b, a, nops in summary:
         print(f'{ds:8s} {nops:4d}  {b[0]:8d} {b[1]:8.3f} {b[2]:9.4f}'
               f'  {a[0]:10d} {a[1]:8.3f} {a[2]:9.4f}')
     if args.loo:
-        leave_one_out(all_n_only(measured(DATASETS['pyfr'])), ops)
+        leave_one_out(all_n_only(read_times(DATASETS['pyfr'])), ops)
     if args.csv:
         fields = ['dataset', 'order'] + [k for k in out[0]
                                          if k not in ('dataset', 'order')]

@@ -258,7 +258,9 @@ def check(dev, kern, meta, A, beta, b_host, c_host, n, ld):
 
 def run_op(dev, name, A, beta, n, up, repeats, nkerns):
     from pyopencl import array as cla
+    from gimmik.analysis import analyse
     from gimmik.opencl import OpenCLMatMul
+    from gimmik.runtime import moved_bytes
     m, k = A.shape
     aligne = dev.alignb // 8
     ld = -(-n // aligne)*aligne
@@ -283,8 +285,7 @@ def run_op(dev, name, A, beta, n, up, repeats, nkerns):
         errs[label] = check(dev, kerns[label], pick[1], A, beta, b_host,
                             c_host, n, ld)
     # the copy moving the product's bytes: B read, C written (and read)
-    moved = 8*n*(int(np.count_nonzero(A.any(axis=0)))
-                 + m*(2 if beta else 1))
+    moved = moved_bytes(analyse(A), beta, n, 8)
     half = max(8, moved // 2 // 8 * 8)
     csrc = dev.cl.Buffer(dev.ctx, dev.cl.mem_flags.READ_WRITE, half)
     cdst = dev.cl.Buffer(dev.ctx, dev.cl.mem_flags.READ_WRITE, half)

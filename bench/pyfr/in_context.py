@@ -52,7 +52,7 @@ no new operator after --budget s.
         [--first8] [--policies default] [--suite bench/operators/...]
 
 The pure parts (sizes, policies, sequencing, ratios, CSV) are unit-tested
-with a fake timer in tests/test_in_context.py.
+with a fake timer in bench/tests/test_in_context.py.
 """
 
 import argparse
@@ -81,6 +81,8 @@ from bench.pyfr import walk_replay as replay  # noqa: E402
 from bench.pyfr import walk_report as report  # noqa: E402
 from bench.pyfr import walk_timing as timing  # noqa: E402
 from bench.upstream import load_upstream  # noqa: E402
+from gimmik import pyfr as gpyfr  # noqa: E402
+from gimmik.operators import default_beta, parse_name  # noqa: E402
 
 N_TARGETS = (110080, 550400)
 # PyFR's RK4 ('scheme = rk4', bench/pyfr/pyfr_e2e.sh's cases) keeps three
@@ -121,7 +123,7 @@ def step_working_set(etype, nupts, nfpts, neles, nregs=RK4_REGISTERS,
     solution points, the solution and the common flux at the flux points,
     the metric terms (ndims^2 + 1 Jacobian terms a solution point) and the
     normals and their magnitudes at the flux points."""
-    nd, nv = ndims_of(etype), replay.nvars_of(etype)
+    nd, nv = ndims_of(etype), gpyfr.euler_nvars(etype)
     per_ele = ((nregs*nv + nd*nv + nd*nd + 1)*nupts
                + (2*nv + nd + 1)*nfpts)
     return itemsize*neles*per_ele
@@ -274,8 +276,8 @@ def measure_in_context(timer, contenders, traffic, producer, consumer,
                 'kctx_s': statistics.median(ker[k])} for k in tot}
 
 
-def measure_hot(timer, contenders, repeats=REPEATS, nbench=replay.PYFR_NBENCH,
-                nwarmup=replay.PYFR_NWARMUP):
+def measure_hot(timer, contenders, repeats=REPEATS,
+                nbench=replay.PYFR_CUDA.nbench, nwarmup=gpyfr.NWARMUP):
     """{name: seconds}: PyFR's timing (nbench launches after nwarmup, back
     to back, mean), median over the repetitions, contenders in turn."""
     out = {c.name: [] for c in contenders}
@@ -523,16 +525,12 @@ class Around:
                     self.grid, (256,), (c, np.int64(c.size), self.sink),
                     stream=st)))
 
-    def refresh(self, panels, A, beta):
+    def refresh(self, panels):
         """B as the producer writes it, and the reference from it."""
-        cp = self.dev.cupy
         with self.dev.stream:
             self.produce(self.grid, (256,), (panels.b, np.int64(
                 panels.b.size)), stream=self.dev.stream)
-            panels.ref = cp.asarray(A) @ panels.b
-            if beta:
-                panels.ref += beta*panels.c0
-            panels.rowmax = cp.abs(panels.ref).max(axis=1)
+            panels.rereference()
         self.dev.stream.synchronize()
 
 
@@ -550,26 +548,27 @@ def compile_checked(dev, panels, kname, src, meta, cc):
 
 def run_one(dev, around, name, A, n, futs, upfut, ops, cc, args):
     from gimmik.analysis import analyse
-    order, etype, mat = replay.split_name(name)
-    beta = replay.beta_of(name)
+    order, etype, mat = parse_name(name)
+    beta = default_beta(name)
     info = analyse(A)
     kname = replay.kname_of(A)
     nupts, nfpts = points_of(ops, order, etype)
-    neles = n // replay.nvars_of(etype)
+    neles = n // gpyfr.euler_nvars(etype)
     ws = step_working_set(etype, nupts, nfpts, neles)
     flush = flush_bytes(ws, 8*info.k*n, 8*info.m*n, args.flush_cap)
     base = {'op': name, 'etype': etype, 'order': order, 'mat': mat,
             'm': info.m, 'k': info.k, 'nnz': info.nnz,
             'density': f'{info.density:.4f}', 'nuq': replay.pyfr_nuq(A),
-            'pyfr_sends': replay.pyfr_sends(A), 'beta': beta, 'neles': neles,
+            'pyfr_sends': replay.PYFR_CUDA.sends(A), 'beta': beta,
+            'neles': neles,
             'n': n, 'ws_mib': f'{ws/2**20:.1f}',
             'flush_mib': f'{flush/2**20:.1f}', 'device': dev.name}
     mm = replay.ours_mm(A, beta, n)
     base['offer'] = offer_of(mm, cc)
-    panels = timing.Panels(dev, A, beta, n,
-                       seed=zlib.crc32(f'{name} {n}'.encode()))
+    panels = timing.DevicePanels(dev, A, beta, n,
+                                 seed=zlib.crc32(f'{name} {n}'.encode()))
     try:
-        around.refresh(panels, A, beta)
+        around.refresh(panels)
         # the walks, PyFR's way (hot timing), as bench/pyfr/pyfr_walk.py
         ours = timing.Timed(dev, panels, kname)
         results = [r for f in futs for r in f.result()]
@@ -583,7 +582,8 @@ def run_one(dev, around, name, A, n, futs, upfut, ops, cc, args):
 
         served = replay.Served(results, extra)
         served.ours(mm, mm.render)
-        walk = replay.replay_walk(
+        walk = gpyfr.walk(
+            replay.PYFR_CUDA,
             mm.kernels(np.float64, kname=kname, compute_capability=cc),
             ours.time_candidate)
         up = timing.Timed(dev, panels, kname)
@@ -592,12 +592,13 @@ def run_one(dev, around, name, A, n, futs, upfut, ops, cc, args):
         upmm = replay.up_mm(sys.modules['gimmik_up'], A, beta, n)
         up_srcs = iter([r.get('key') for r in up_results])
         upmm._render_kernel = lambda dtype, tplname, tplargs: next(up_srcs)
-        up_walk = replay.replay_walk(
+        up_walk = gpyfr.walk(
+            replay.PYFR_CUDA,
             upmm.kernels(np.float64, kname=kname, compute_capability=cc),
             up.time_candidate)
         up_keys = [r.get('key') for r in up_results]
-        wv, _ = replay.walk_pick(walk)
-        uv, _ = replay.walk_pick(up_walk)
+        wv, _ = gpyfr.picked(walk)
+        uv, _ = gpyfr.picked(up_walk)
         if wv is None or uv is None:
             raise RuntimeError('a walk picked nothing')
         wr = served.by_variant[wv]
@@ -667,7 +668,7 @@ MERGE_CC = (9, 0)
 def current_offer(ops, cc=MERGE_CC):
     """(op, n) -> offer_key of today's CUDAMatMul for that operator."""
     def key(op, n):
-        return offer_of(replay.ours_mm(ops[op], replay.beta_of(op), n), cc)
+        return offer_of(replay.ours_mm(ops[op], default_beta(op), n), cc)
     return key
 
 
@@ -778,7 +779,7 @@ def main(argv=None):
     if args.merge:
         return merge_main(args, ops)
     if not args.unsent:
-        ops = {k: A for k, A in ops.items() if replay.pyfr_sends(A)}
+        ops = {k: A for k, A in ops.items() if replay.PYFR_CUDA.sends(A)}
     allops = {}
     for path in args.suite:
         allops.update(pw.load_suite(path, ['*-m0']))
@@ -792,8 +793,8 @@ def main(argv=None):
     done = report.read_done(out)
 
     def panel(name, t):
-        nvars = replay.nvars_of(replay.split_name(name)[1])
-        return replay.pyfr_panel(t, nvars)[1]
+        nvars = gpyfr.euler_nvars(parse_name(name)[1])
+        return gpyfr.panel(t, nvars)[1]
 
     work = [(name, panel(name, t)) for t in sorted(args.n) for name in ops]
     work = [w for w in work if w not in done]
@@ -804,7 +805,7 @@ def main(argv=None):
     cc = dev.cc
 
     def submit(name, n):
-        A, beta = ops[name], replay.beta_of(name)
+        A, beta = ops[name], default_beta(name)
         chunk = pw.CHUNK if np.count_nonzero(A) <= pw.CHUNK_MAX_NNZ else 1
         futs = [pool.submit(_task_ours_src, A, beta, n, cc,
                             list(range(i, i + chunk)))

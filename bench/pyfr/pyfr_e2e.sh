@@ -7,9 +7,9 @@
 # CASES: ETYPE:N:ORDER (box meshes of N^3 cubes made by the pyfr-client's pyfr_case.py, one
 # imported mesh per case shared by every package, so solutions compare element by element).
 # PACKAGES: labels run in this order each repetition: ours, up, and ours-relax / up-relax (PyFR's
-# dense filter off: every constant operator goes to the generator); LABEL+CUT (e.g. ours+proposal,
-# ours-relax+proposal) runs LABEL's package with a cut of bench/pyfr/pyfr_startup.py applied to its
-# offer (pyfr_steps.py --cut), to measure it before the table changes.  The first process of each
+# dense filter off: every constant operator goes to the generator); LABEL+CUT (e.g. ours+uncut,
+# ours-relax+wider) runs LABEL's package with a cut of bench/pyfr/cuts.py applied to its offer
+# (pyfr_steps.py --cut), to measure it before the generator changes.  The first process of each
 # (case, package) starts with an empty PyFR kernel cache (cold start-up); later ones reuse it.
 # Needs the wheels of PyFR 3.1 and its dependencies and of this package's (WHEELS, default
 # .whl/pyfr, holding gimmik-4.0 and tqdm: the pyfr-client's download command with tqdm added),

@@ -21,6 +21,9 @@ each candidate on the host; the library comes from --nvrtc or
 $GIMMIK_NVRTC_LIB (e.g. the nvidia-cuda-nvrtc wheel's libnvrtc.so.*, its
 folder on LD_LIBRARY_PATH for libnvrtc-builtins).
 
+--cuts emulates what-if offers of ours (bench/pyfr/cuts.py: the
+generator's start-up cut with its constants set otherwise).
+
     PYTHONPATH=. python3 bench/pyfr/pyfr_startup.py \\
         --up .whl/pyfr/gimmik-4.0-py3-none-any.whl \\
         --nvrtc PATH/libnvrtc.so.13 --out startup.csv
@@ -38,12 +41,18 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 
-from walk_replay import (PYFR_FLAGS, PYFR_NKERNS, kname_of,  # noqa: E402
-                       nvars_of, pyfr_aligne, pyfr_panel, pyfr_sends)
+from bench import OPERATORS  # noqa: E402
+from bench.pyfr.cuts import ARCH, CUTS, offered  # noqa: E402
+from bench.pyfr.walk_replay import (PYFR_CUDA, PYFR_FLAGS,  # noqa: E402
+                                    kname_of, pyfr_aligne)
+from gimmik.pyfr import euler_nvars, panel  # noqa: E402
+
+PYFR_NKERNS = PYFR_CUDA.nkerns
 
 # The operators of an Euler case, with PyFR's beta for each
 EULER_MATS = (('m0', 0.0), ('m132', 0.0), ('m3', 1.0))
@@ -52,41 +61,7 @@ EULER_MATS = (('m0', 0.0), ('m132', 0.0), ('m3', 1.0))
 CASE_ELEMENTS = {'hex': 28**3, 'pri': 2*22**3, 'tet': 6*18**3,
                  'pyr': 6*16**3}
 
-ARCH = (9, 0)
 NVRTC_ENV = 'GIMMIK_NVRTC_LIB'
-
-# Proposed cuts of what a PyFR walk is offered, emulated on this package's
-# ranked candidates (gimmik/cuda.py's table and gimmik/order.py untouched).
-# Each gate reads properties of A only; 'big' is the set of operators the
-# generator already offers fewer candidates with n baked (nnz >= 512).
-DENSE = 0.5                # the tensor-core regime's density
-PREVIOUS_OFFER = 5         # the baked offer of 'big' operators before
-LARGE_NNZ = 1500           # unrolled dense kernels past this: > 0.3 s each
-CUTS = {
-    # what kernels() offered before the proposal became the generator's
-    # own cut (CUDAMatMul.offered): the first PREVIOUS_OFFER of 'big'
-    'as-is': {},
-    # what kernels() offers now (CUDAMatMul.offered)
-    'shipped': {},
-    # no width-2 unrolled variants (twice the unrolled body: about twice
-    # the source and 2-3x the NVRTC time of the width-1 twin)
-    'no-width2': {'drop_width2': 'big'},
-    # dense operators offered their first 3 or 2
-    'dense3': {'limits': (('big-dense', 3),)},
-    'no-width2+dense3': {'drop_width2': 'big',
-                         'limits': (('big-dense', 3),)},
-    'no-width2+dense2': {'drop_width2': 'big',
-                         'limits': (('big-dense', 2),)},
-    # dense operators offered their first 2 tensor-core GEMM tiles only
-    # (where the table offers that family), no unrolled streaming kernels
-    'dense-mma2': {'mma_only': 'big-dense', 'limits': (('big-dense', 2),)},
-    # the proposal: no width-2 variants, 3 candidates where the generator
-    # offers 5 today, 2 on dense operators, and only tensor-core tiles on
-    # dense operators past LARGE_NNZ non-zeros
-    'proposal': {'drop_width2': 'big', 'mma_only': 'large-dense',
-                 'limits': (('big', 3), ('big-dense', 2))},
-}
-MMA_FAMILY = 'mma-gemm'
 
 # H100 machine seconds of NVRTC per CPU second measured here, by family:
 # the relaxed order-4 walks of bench/results/pyfr-e2e-h100-inprocess.csv
@@ -107,57 +82,12 @@ def startup_operators(ops, orders, etypes):
     out = []
     for p in orders:
         for e in etypes:
-            _, n = pyfr_panel(nvars_of(e)*CASE_ELEMENTS[e], nvars_of(e))
+            _, n = panel(euler_nvars(e)*CASE_ELEMENTS[e], euler_nvars(e))
             for mat, beta in EULER_MATS:
                 name = f'p{p}-{e}-{mat}'
                 A = np.asarray(ops[name], dtype=np.float64)
-                out.append((name, A, beta, n, pyfr_sends(A)))
+                out.append((name, A, beta, n, PYFR_CUDA.sends(A)))
     return out
-
-
-def cut_gates(mm):
-    """The named operator classes a cut may apply to."""
-    big = mm.baked_n and mm.info.nnz >= 512
-    dense = big and mm.info.density >= DENSE
-    return {'big': big, 'big-dense': dense,
-            'large-dense': dense and mm.info.nnz >= LARGE_NNZ}
-
-
-def offered(mm, cut, nkerns=PYFR_NKERNS, dtype=np.float64, **opts):
-    """The candidates (gimmik.base.Candidate) a PyFR walk over this
-    package's CUDAMatMul is offered under `cut` (a key of CUTS), no
-    feedback: the ranked candidates, filtered, then the first ones up to
-    the generator's offer limit, the cut's and nkerns (None: no limit;
-    PyFR's by default).  opts: kernels()'s (compute_capability=ARCH)."""
-    rule, gates = CUTS[cut], cut_gates(mm)
-    cands = mm.candidates(dtype, **(opts or {'compute_capability': ARCH}))
-    nkerns = nkerns or len(cands)
-    if cut == 'shipped':
-        return mm.offered(cands)[:nkerns]
-    if gates.get(rule.get('drop_width2')):
-        cands = [c for c in cands if c.params.get('width', 1) != 2]
-    mma = [c for c in cands if c.family == MMA_FAMILY]
-    if gates.get(rule.get('mma_only')) and mma:
-        cands = mma
-    limit = min(PREVIOUS_OFFER if gates['big'] else nkerns, nkerns)
-    for gate, most in rule.get('limits', ()):
-        if gates[gate]:
-            limit = min(limit, most)
-    return cands[:limit]
-
-
-def cut_kernels(mm, cut, dtype, kname='gimmik_mm', **opts):
-    """mm.kernels(dtype, kname, **opts) with `cut` applied: the same
-    argument checks and the same walk (send() feedback prunes as there),
-    over offered(mm, cut).  For measuring a cut inside PyFR
-    (bench/pyfr/pyfr_steps.py --cut) before the table changes."""
-    from gimmik.base import MatMul
-    from gimmik.validate import check_dtype
-    # the base class's kernels() checks the arguments (a subclass's may
-    # be a generator function, which checks nothing until started)
-    MatMul.kernels(mm, dtype, kname=kname, **opts).close()
-    dtype = check_dtype(dtype)
-    return mm._walk(offered(mm, cut, None, dtype, **opts), dtype, kname)
 
 
 def mark_duplicates(cands):
@@ -278,7 +208,7 @@ def first_candidates(mm, A, nkerns=PYFR_NKERNS):
 def ours_candidates(mm, A, cut):
     """(src, meta, CPU seconds) of what a walk is offered under `cut`."""
     out, c0 = [], time.process_time()
-    for cand in offered(mm, cut):
+    for cand in offered(mm, cut, PYFR_NKERNS):
         src, meta = mm.render(cand, np.float64, kname_of(A))
         c1 = time.process_time()
         out.append((src, meta, c1 - c0))
@@ -391,15 +321,16 @@ def print_summary(rows):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    ap.add_argument('--ops', default=os.path.join(
-        os.path.dirname(HERE), 'operators', 'pyfr-ops.npz'))
+    ap.add_argument('--ops', default=os.path.join(OPERATORS,
+                                                  'pyfr-ops.npz'))
     ap.add_argument('--orders', type=int, nargs='+', default=[3, 4])
     ap.add_argument('--etypes', nargs='+',
                     default=['hex', 'pri', 'tet', 'pyr'])
     ap.add_argument('--pkgs', nargs='+', default=['ours', 'up'])
     ap.add_argument('--cuts', nargs='+', default=['as-is'],
-                    choices=sorted(CUTS),
-                    help="cuts emulated on ours' candidates")
+                    choices=['as-is'] + sorted(CUTS),
+                    help="cuts emulated on ours' candidates (as-is: "
+                    "kernels() asked, no cut emulated)")
     ap.add_argument('--up', help='upstream GiMMiK 4.0 wheel or folder')
     ap.add_argument('--nvrtc', default=os.environ.get(NVRTC_ENV))
     ap.add_argument('--jobs', type=int, default=2)

@@ -76,12 +76,11 @@ class WalkLog:
                 log.walks.append(walk)
                 if log.cut:
                     try:        # run as a script from bench/pyfr/
-                        from pyfr_startup import cut_kernels
+                        from cuts import apply_cut
                     except ImportError:   # imported as bench.pyfr.pyfr_steps
-                        from bench.pyfr.pyfr_startup import cut_kernels
-                    inner = cut_kernels(self, log.cut, *args, **kwargs)
-                else:
-                    inner = super().kernels(*args, **kwargs)
+                        from bench.pyfr.cuts import apply_cut
+                    apply_cut(self, log.cut)
+                inner = super().kernels(*args, **kwargs)
                 fb = None
                 while True:
                     try:
@@ -139,9 +138,9 @@ def main(argv=None):
     ap.add_argument('--soln', default=None, help='save the final solution')
     ap.add_argument('--picks', default=None, help='JSON of every walk')
     ap.add_argument('--cut', default=None,
-                    help="a cut of bench/pyfr/pyfr_startup.py's CUTS applied "
-                    "to this package's kernels() (measures it before the "
-                    "table changes)")
+                    help="a cut of bench/pyfr/cuts.py applied to this "
+                    "package's kernels() (measures it before the generator "
+                    "changes)")
     args = ap.parse_args(argv)
     if args.compare:
         compare(*args.compare)

@@ -38,8 +38,8 @@ CuPy, cuBLASLt; checked to TOL like the candidates) is timed with them
 (ours_over_vendor, up_over_vendor: time ratios).
 
 Render and compile run in a process pool ahead of the device; the main
-process replays the walks with each generator's own kernels() and _walk,
-its render step served from the pool's output.  Resumable: (op, n) rows
+process replays the walks with each generator's own kernels(), its render
+step served from the pool's output.  Resumable: (op, n) rows
 already in the CSV are skipped; no new operator starts after --budget s.
 
     PYTHONPATH=. python3 bench/pyfr/pyfr_walk.py --out "$OUT"
@@ -63,14 +63,17 @@ if ROOT not in sys.path:
 
 from bench import OPERATORS, RESULTS  # noqa: E402
 from bench.pyfr.walk_replay import (  # noqa: E402
-    Served, beta_of, kname_of, nvars_of, ours_mm, pyfr_nuq, pyfr_panel,
-    pyfr_sends, replay_walk, split_name, up_mm, walk_pick)
+    PYFR_CUDA, Served, kname_of, ours_mm, pyfr_nuq, up_mm)
 from bench.pyfr.walk_report import (  # noqa: E402
     CAND_FIELDS, FIELDS, append, cand_row, fmt, read_done, summarise)
 from bench.pyfr.walk_timing import (  # noqa: E402
-    Device, Panels, Timed, _render_compile, _task_ours, _task_up,
-    moved_bytes, vendor_best)
+    Device, DevicePanels, Timed, _render_compile, _task_ours, _task_up,
+    vendor_best)
 from bench.upstream import load_upstream  # noqa: E402
+from gimmik import pyfr as gpyfr  # noqa: E402
+from gimmik.analysis import analyse  # noqa: E402
+from gimmik.operators import default_beta, parse_name  # noqa: E402
+from gimmik.runtime import moved_bytes  # noqa: E402
 
 # n targets: ~2e4, the issue's hex case (~1.1e5) and ~1e6 columns
 N_TARGETS = (20480, 110080, 1000000)
@@ -93,8 +96,7 @@ def load_suite(path, patterns):
         ops = {k: f[k] for k in f.files if k != 'provenance'}
     names = [k for k in ops if any(fnmatch.fnmatch(k, p) for p in patterns)]
     return {k: ops[k] for k in sorted(
-        names, key=lambda s: (split_name(s)[0], split_name(s)[1],
-                              split_name(s)[2]))}
+        names, key=parse_name)}
 
 
 def parse_args(argv):
@@ -130,7 +132,7 @@ def parse_args(argv):
 
 def panel_n(name, t):
     """PyFR's panel width for operator `name` at the n target t."""
-    return pyfr_panel(t, nvars_of(split_name(name)[1]))[1]
+    return gpyfr.panel(t, gpyfr.euler_nvars(parse_name(name)[1]))[1]
 
 
 def work_list(ops, n_targets, all_n, done):
@@ -153,7 +155,7 @@ class Prefetch:
         self.ahead, self.queued, self.nxt = ahead, {}, 0
 
     def submit(self, name, t):
-        A, beta, cc = self.ops[name], beta_of(name), self.cc
+        A, beta, cc = self.ops[name], default_beta(name), self.cc
         n = panel_n(name, t)
         mm = ours_mm(A, beta, n)
         ncand = len(mm.candidates(np.float64, compute_capability=cc))
@@ -228,21 +230,21 @@ def main(argv=None):
 
 def operator_row(dev, name, A, n, ncand):
     """The (operator, n) row's description of A and the panel."""
-    from gimmik.analysis import analyse
-    order, etype, mat = split_name(name)
+    order, etype, mat = parse_name(name)
     info = analyse(A)
     return {'op': name, 'etype': etype, 'order': order, 'mat': mat,
             'm': info.m, 'k': info.k, 'nnz': info.nnz,
             'density': f'{info.density:.4f}', 'nuq': pyfr_nuq(A),
-            'pyfr_sends': pyfr_sends(A), 'beta': beta_of(name),
-            'neles': n // nvars_of(etype), 'n': n, 'ncand': ncand,
+            'pyfr_sends': PYFR_CUDA.sends(A), 'beta': default_beta(name),
+            'neles': n // gpyfr.euler_nvars(etype), 'n': n, 'ncand': ncand,
             'device': dev.name}
 
 
 def walk_ours(A, beta, n, kname, results, ours, all_cands, cc):
     """PyFR's walk over our kernels() (every candidate timed first where
-    all_cands) and, where all_cands, the walk over gimmik.order's order
-    from the same measurements.  Returns (served, walk, ord_walk)."""
+    all_cands) and, where all_cands, the walk over every ranked candidate
+    (the order without CUDAMatMul.offered's start-up cut) from the same
+    measurements.  Returns (served, walk, ord_walk)."""
     def extra(render):      # a walk beyond the prefetched candidates
         r = _render_compile(render, cc)
         ours.add([r])
@@ -256,19 +258,18 @@ def walk_ours(A, beta, n, kname, results, ours, all_cands, cc):
         for r in results:
             if 'key' in r:
                 ours.measure(r['key'])
-    walk = replay_walk(
-        mm.kernels(np.float64, kname=kname, compute_capability=cc),
+    walk = gpyfr.walk(
+        PYFR_CUDA, mm.kernels(np.float64, kname=kname, compute_capability=cc),
         ours.time_candidate)
     ord_walk = None
     if all_cands:       # every candidate is timed at these n only
-        from gimmik.order import order_candidates
         omm = ours_mm(A, beta, n)
         served.ours(omm, omm.render)
-        cands = order_candidates(
-            omm.info, omm.candidates(np.float64, compute_capability=cc),
-            'cuda', beta=beta, n=n)
-        ord_walk = replay_walk(omm._walk(cands, np.float64, kname),
-                               ours.time_candidate)
+        omm.offered = lambda cands: cands       # no start-up cut
+        ord_walk = gpyfr.walk(
+            PYFR_CUDA,
+            omm.kernels(np.float64, kname=kname, compute_capability=cc),
+            ours.time_candidate)
     return served, walk, ord_walk
 
 
@@ -280,7 +281,8 @@ def walk_upstream(A, beta, n, kname, up_results, up, cc):
     upmm = up_mm(upmod, A, beta, n)
     up_srcs = iter([r.get('key') for r in up_results])
     upmm._render_kernel = lambda dtype, tplname, tplargs: next(up_srcs)
-    up_walk = replay_walk(
+    up_walk = gpyfr.walk(
+        PYFR_CUDA,
         upmm.kernels(np.float64, kname=kname, compute_capability=cc),
         up.time_candidate)
     return up_walk, [r['key'] for r in up_results][:len(up_walk['seen'])]
@@ -325,10 +327,11 @@ def ratio(a, b):
 
 def run_one(dev, name, A, n, ncand, futs, upfut, all_cands, cc, args,
             cand_out):
-    beta = beta_of(name)
+    beta = default_beta(name)
     kname = kname_of(A)
     row = operator_row(dev, name, A, n, ncand)
-    panels = Panels(dev, A, beta, n, seed=zlib.crc32(f'{name} {n}'.encode()))
+    panels = DevicePanels(dev, A, beta, n,
+                          seed=zlib.crc32(f'{name} {n}'.encode()))
     try:
         ours = Timed(dev, panels, kname)
         results = [r for f in futs for r in f.result()]
@@ -352,9 +355,9 @@ def run_one(dev, name, A, n, ncand, futs, upfut, all_cands, cc, args,
         timed = sorted((r for r in ours.items.values()
                         if math.isfinite(r.get('time_s', math.inf))),
                        key=lambda r: r['time_s'])
-        wv, _ = walk_pick(walk)
-        uv, _ = walk_pick(up_walk)
-        ov = walk_pick(ord_walk)[0] if ord_walk else None
+        wv, _ = gpyfr.picked(walk)
+        uv, _ = gpyfr.picked(up_walk)
+        ov = gpyfr.picked(ord_walk)[0] if ord_walk else None
         wr = served.by_variant.get(wv) if wv else None
         ur = up.items[up_keys[up_walk['pick']]] if uv else None
         orr = served.by_variant.get(ov) if ov else None
@@ -362,8 +365,7 @@ def run_one(dev, name, A, n, ncand, futs, upfut, all_cands, cc, args,
         # again together
         vend = vendor_best(dev, panels, A, beta, n, args.runtime,
                            args.repeats) if args.runtime is not None else None
-        m, k = A.shape
-        copy = dev.copy_launch(moved_bytes(m, k, beta, n))
+        copy = dev.copy_launch(moved_bytes(analyse(A), beta, n, 8))
         contenders = best_contenders(timed, wr) if all_cands else []
         (wt2, ut2, ot2, *cts), vt2, ct2 = retime(
             dev, panels, [wr, ur, orr] + contenders, vend, n, args.repeats,

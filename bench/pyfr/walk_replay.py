@@ -1,77 +1,27 @@
-"""PyFR 3.1's CUDA GiMMiK provider, replayed without a device: which
-operators PyFR sends to a generator, how it builds the generator and its
-panels, and its walk over the first candidates of kernels() (first send()
-None, feedback in ms, a new pick only below ifac times the pick so far).
-Served lets a generator's own kernels() and _walk run over sources that
-were rendered elsewhere (the timing pool of bench/pyfr/pyfr_walk.py)."""
+"""PyFR 3.1's CUDA GiMMiK provider, replayed without a device: the
+generators built as PyFR builds them (gimmik.pyfr holds the provider's
+filter, constants and walk), their launches, and Served, which lets a
+generator's own kernels() run over sources rendered elsewhere (the timing
+pool of bench/pyfr/pyfr_walk.py)."""
+
+import os
 
 import numpy as np
 
-from gimmik.pyfr import ALIGNB, IFAC, NWARMUP, PROTOCOLS, walk
+from gimmik.pyfr import PROTOCOLS
 
-_CUDA = PROTOCOLS['3.1', 'cuda']
-
-# PyFR 3.1's provider constants (gimmik.pyfr)
-PYFR_NKERNS = _CUDA.nkerns     # backend-cuda gimmik-nkerns
-PYFR_NBENCH = _CUDA.nbench     # backend-cuda gimmik-nbench
-PYFR_NWARMUP = NWARMUP         # provider _benchmark
-PYFR_IFAC = IFAC               # backend autotune-ifac
-PYFR_ALIGNB = ALIGNB           # cuda backend alignb (bytes)
-PYFR_SOASZ = 32                # cuda backend soasz = csubsz
-PYFR_FLAGS = ('--ftz=true', '--fmad=true')
+PYFR_CUDA = PROTOCOLS['3.1', 'cuda']
+PYFR_FLAGS = ('--ftz=true', '--fmad=true')     # PyFR's NVRTC options
 
 
-def pyfr_sends(A):
-    """Whether PyFR 3.1's CUDA backend hands A to the generator."""
-    return _CUDA.sends(A)
-
-
-def pyfr_hip_sends(A):
-    """Whether PyFR's HIP backend (3.1 and main alike) hands A over."""
-    return PROTOCOLS['main', 'hip'].sends(A)
+def pyfr_aligne():
+    """The aligne PyFR's CUDA backend passes for f64 panels."""
+    return PYFR_CUDA.aligne(np.float64)
 
 
 def pyfr_nuq(A):
+    """Distinct |values| of A, zero counted (PyFR's filter counts so)."""
     return len(np.unique(np.abs(np.asarray(A))))
-
-
-def pyfr_aligne(itemsize=8):
-    return PYFR_ALIGNB // itemsize
-
-
-def pyfr_panel(n_target, nvars):
-    """(neles, n) for a mesh of about n_target / nvars elements: PyFR pads
-    the elements to a multiple of the SoA size, n = nvars x that."""
-    neles = -(-int(n_target) // (nvars*PYFR_SOASZ))*PYFR_SOASZ
-    return neles, nvars*neles
-
-
-def nvars_of(etype):
-    """Euler: 4 variables in 2-D, 5 in 3-D."""
-    return 4 if etype in ('quad', 'tri') else 5
-
-
-def beta_of(name):
-    return 1.0 if name.rsplit('-', 1)[-1] in ('m3', 'm6') else 0.0
-
-
-def split_name(name):
-    p, etype, mat = name.split('-')
-    return int(p[1:]), etype, mat
-
-
-def replay_walk(kgen, time_candidate, nkerns=PYFR_NKERNS, ifac=PYFR_IFAC):
-    """PyFR 3.1's CUDA provider loop over a kernels() generator
-    (gimmik.pyfr.walk): time_candidate(src, meta) returns seconds, or
-    (seconds, {registers, local_mem, shared_mem})."""
-    return walk(_CUDA, kgen, time_candidate, ifac=ifac, nkerns=nkerns)
-
-
-def walk_pick(walk):
-    """(variant, seconds) of a replay's pick, or (None, None)."""
-    if walk['pick'] is None:
-        return None, None
-    return walk['seen'][walk['pick']]
 
 
 # GIMMIK_BENCH_RUNTIME_N=1: the replays build the generators with n at run
@@ -81,7 +31,6 @@ RUNTIME_N_ENV = 'GIMMIK_BENCH_RUNTIME_N'
 
 
 def runtime_n():
-    import os
     return os.environ.get(RUNTIME_N_ENV) == '1'
 
 
@@ -130,9 +79,9 @@ def kname_of(A):
 
 class Served:
     """Replaces a generator's render step by the pool's output, so that
-    kernels() and its _walk run unchanged in this process: the k-th render
-    returns the pool's k-th source's hash as the source.  A render the pool
-    did not do (a walk beyond the prefetched candidates) is done here and
+    kernels() runs unchanged in this process: the k-th render returns the
+    pool's k-th source's hash as the source.  A render the pool did not
+    do (a walk beyond the prefetched candidates) is done here and
     compiled through `extra`."""
 
     def __init__(self, results, extra):

@@ -1,6 +1,7 @@
 """The device side of bench/pyfr/pyfr_walk.py: NVRTC compiles in a process
-pool (as PyFR compiles), the device, the panels with their cuBLAS reference,
-each candidate checked once and timed PyFR's way, and the vendor's best."""
+pool (as PyFR compiles), the device, the panels on it with gimmik.verify's
+reference, each candidate checked once and timed PyFR's way, and the
+vendor's best."""
 
 import hashlib
 import math
@@ -8,11 +9,13 @@ import time
 
 import numpy as np
 
-from bench.pyfr.walk_replay import (PYFR_FLAGS, PYFR_NBENCH, PYFR_NWARMUP,
-                                    kname_of, launch_args, ours_mm, up_mm)
+from bench.pyfr.walk_replay import (PYFR_CUDA, PYFR_FLAGS, kname_of,
+                                    launch_args, ours_mm, up_mm)
 from bench.upstream import load_upstream
+from gimmik.pyfr import NWARMUP
+from gimmik.verify import reference, rel_error
 
-TOL = 1e-12              # per-row relative error against cuBLAS (f64)
+TOL = 1e-12              # gimmik.verify's error of an f64 result
 
 
 # -- the render/compile pool -----------------------------------------------
@@ -145,13 +148,13 @@ class Device:
         warm-up ones, mean, in seconds."""
         cp = self.cupy
         start, stop = cp.cuda.Event(), cp.cuda.Event()
-        for i in range(PYFR_NBENCH + PYFR_NWARMUP):
-            if i == PYFR_NWARMUP:
+        for i in range(PYFR_CUDA.nbench + NWARMUP):
+            if i == NWARMUP:
                 start.record(self.stream)
             self.launch(fn, meta, b, c)
         stop.record(self.stream)
         stop.synchronize()
-        return cp.cuda.get_elapsed_time(start, stop)*1e-3 / PYFR_NBENCH
+        return cp.cuda.get_elapsed_time(start, stop)*1e-3 / PYFR_CUDA.nbench
 
     def time_median(self, launches, repeats):
         """Median seconds of each launch function, interleaved."""
@@ -170,29 +173,24 @@ class Device:
         return [float(np.median(t)) for t in out]
 
 
-def moved_bytes(m, k, beta, n, itemsize=8):
-    """Bytes a product with an m x k operator moves at least over n
-    columns: B read, C written, C read too where beta is not 0."""
-    return (k + m*(2 if beta else 1))*itemsize*n
-
-
-class Panels:
-    """B, C (k x n, m x n, f64, ldb = ldc = n) and the cuBLAS reference."""
+class DevicePanels:
+    """B, C (k x n, m x n, f64, ldb = ldc = n) on the device, C poisoned
+    with NaN where beta is 0, and gimmik.verify's float64 reference and
+    per-element scale computed there (cuBLAS)."""
 
     def __init__(self, dev, A, beta, n, seed):
         cp = dev.cupy
         rng = cp.random.default_rng(seed)
         m, k = A.shape
-        self.dev, self.beta = dev, beta
+        self.dev, self.A, self.beta = dev, np.asarray(A, np.float64), beta
         self.b = rng.standard_normal((k, n))
         self.c = cp.empty((m, n))
         self.c0 = rng.standard_normal((m, n)) if beta else None
-        a = cp.asarray(A, dtype=np.float64)
-        self.ref = a @ self.b          # cuBLAS dgemm
-        if beta:
-            self.ref += beta*self.c0
-        self.rowmax = cp.abs(self.ref).max(axis=1)
-        del a
+        self.rereference()
+
+    def rereference(self):
+        """The reference of B as it is now (after a kernel wrote it)."""
+        self.ref, self.scale = reference(self.A, self.b, self.beta, self.c0)
 
     def reset(self):
         if self.beta:
@@ -201,26 +199,13 @@ class Panels:
             self.c.fill(np.nan)
 
     def check(self, run):
-        """Worst per-row relative error of one run (inf for NaN or for a
-        non-zero where the reference row is zero)."""
-        cp = self.dev.cupy
+        """gimmik.verify.rel_error of one run's C (inf for a NaN)."""
         self.reset()
         run()
-        m, n = self.c.shape
-        err = cp.zeros(m)
-        step = max(1, (1 << 27) // max(m, 1))
-        for j in range(0, n, step):
-            d = cp.abs(self.c[:, j:j + step] - self.ref[:, j:j + step])
-            err = cp.maximum(err, d.max(axis=1))
-            bad = ~cp.isfinite(self.c[:, j:j + step]).all(axis=1)
-            err[bad] = cp.inf
-        rel = cp.where(self.rowmax > 0, err / cp.where(self.rowmax > 0,
-                                                       self.rowmax, 1),
-                       cp.where(err > 0, cp.inf, 0))
-        return float(rel.max())
+        return rel_error(self.c, self.ref, self.scale)
 
     def free(self):
-        self.b = self.c = self.c0 = self.ref = self.rowmax = None
+        self.b = self.c = self.c0 = self.ref = self.scale = None
         self.dev.cupy.get_default_memory_pool().free_all_blocks()
 
 

@@ -4,19 +4,13 @@ measured variants to today's candidates and the per-operator figures
 
 import csv
 import math
-import os
-import sys
 
 import numpy as np
 import pytest
 
+from bench.model import cost_validate as cv
 from gimmik import cost
 from gimmik.cuda import CUDAMatMul
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'bench', 'model'))
-
-import cost_validate as cv  # noqa: E402
 
 N = 110080
 

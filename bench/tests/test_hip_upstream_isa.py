@@ -1,8 +1,8 @@
-"""bench/hip_offline/hip_upstream_isa.py: PyFR's HIP filter, the vector
-types declared for upstream's sources, the identical-source detection and
-the per-column arithmetic; with clang, an upstream-style width-2 kernel
-compiled through gimmik.isa; with upstream GiMMiK 4.0 present, its wasted
-slots found."""
+"""bench/hip_offline/hip_upstream_isa.py: the vector types declared for
+upstream's sources, the identical-source detection and the per-column
+arithmetic (PyFR's HIP filter: tests/test_pyfr_replay.py); with clang, an
+upstream-style width-2 kernel compiled through gimmik.isa; with upstream
+GiMMiK 4.0 present, its wasted slots found."""
 
 import os
 import sys
@@ -10,42 +10,10 @@ import sys
 import numpy as np
 import pytest
 
+from bench import OPERATORS
+from bench.hip_offline import hip_upstream_isa as hu
 from gimmik import isa
 from gimmik.runtime import RuntimeUnavailable
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'bench', 'hip_offline'))
-
-import hip_upstream_isa as hu  # noqa: E402
-
-
-def _with_values(nuq_nonzero, density, shape=(20, 20)):
-    """An operator with nuq_nonzero distinct |values| plus zero, about
-    `density` non-zeros."""
-    A = np.zeros(shape)
-    nnz = int(round(density*A.size))
-    assert nnz >= nuq_nonzero
-    vals = np.resize(np.arange(1, nuq_nonzero + 1, dtype=float), nnz)
-    A.flat[:nnz] = vals*np.where(np.arange(nnz) % 2, -1, 1)
-    return A
-
-
-def test_pyfr_hip_filter_at_its_thresholds():
-    # 129 distinct |values| counting zero, 50 % non-zeros: to rocBLAS
-    assert not hu.pyfr_hip_sends(_with_values(128, 0.5))
-    # 128 counting zero: to the generator
-    assert hu.pyfr_hip_sends(_with_values(127, 0.5))
-    # many values but 15 % non-zeros or fewer: to the generator
-    A = _with_values(60, 0.15)
-    A2 = np.zeros((40, 40))
-    A2[:20, :20] = _with_values(200, 0.6)
-    assert np.count_nonzero(A2) / A2.size <= 0.15
-    assert hu.pyfr_hip_sends(A) and hu.pyfr_hip_sends(A2)
-    # a sign flip is the same |value|
-    B = _with_values(128, 0.5)
-    B[np.abs(B) == 128] = -127
-    assert (B == 127).any() and (B == -127).any()
-    assert hu.pyfr_hip_sends(B)
 
 
 def test_vector_types_declared_as_named():
@@ -202,8 +170,7 @@ def test_upstream_beta0_preload_slots_are_copies(monkeypatch):
     for k in [k for k in sys.modules if upl._is_pkg(k, upl.UP_NAME)]:
         monkeypatch.delitem(sys.modules, k)
     up = upl.load_upstream(hu.find_upstream())
-    A = np.load(os.path.join(ROOT, 'bench', 'operators',
-                             'pyfr-ops.npz'))['p1-hex-m0']
+    A = np.load(os.path.join(OPERATORS, 'pyfr-ops.npz'))['p1-hex-m0']
     n = hu.N_DEFAULT
     for beta, want in ((0.0, True), (1.0, False)):
         mm = up.hip.HIPMatMul(A, beta=beta, aligne=16, n=n, ldb=n, ldc=n)

@@ -11,19 +11,16 @@ import subprocess
 import numpy as np
 import pytest
 
-from gimmik.cuda import CUDAMatMul
-
+from bench import OPERATORS
 from bench.pyfr import in_context as ic
 from bench.pyfr import pyfr_walk as pw
 from bench.pyfr import walk_report
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from gimmik.cuda import CUDAMatMul
 
 
 # -- sizes -------------------------------------------------------------------
 def test_points_from_the_suite():
-    ops = pw.load_suite(os.path.join(ROOT, 'bench', 'operators',
-                                     'pyfr-ops.npz'), ['*-m0'])
+    ops = pw.load_suite(os.path.join(OPERATORS, 'pyfr-ops.npz'), ['*-m0'])
     assert ic.points_of(ops, 4, 'hex') == (125, 150)
     assert ic.points_of(ops, 3, 'tet') == (20, 40)
     assert ic.points_of(ops, 2, 'tri') == (6, 9)
@@ -310,8 +307,8 @@ def test_merge_runs_keeps_the_newest_row_of_todays_offer():
 
 
 def test_current_offer_follows_the_generator():
-    ops = pw.load_suite(os.path.join(ROOT, 'bench', 'operators',
-                                     'pyfr-ops.npz'), ['p3-quad-m0'])
+    ops = pw.load_suite(os.path.join(OPERATORS, 'pyfr-ops.npz'),
+                        ['p3-quad-m0'])
     key = ic.current_offer(ops)('p3-quad-m0', 110080)
     mm = CUDAMatMul(ops['p3-quad-m0'], beta=0.0, aligne=16, n=110080,
                     ldb=110080, ldc=110080)

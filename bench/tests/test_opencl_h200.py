@@ -12,7 +12,8 @@ import pytest
 
 from gimmik.pyfr import PROTOCOLS
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 WHEEL = os.environ.get('GIMMIK_UPSTREAM_WHEEL') or next(iter(sorted(
     glob.glob(os.path.join(ROOT, '.whl', 'pyfr', 'gimmik-4.0-*.whl')))),
     None)

@@ -1,21 +1,20 @@
-"""bench/pyfr/pyfr_startup.py's pure parts: which operators an Euler case hands
-the generator, duplicate sources counted once, and the per-case sums."""
+"""bench/pyfr/pyfr_startup.py's pure parts (which operators an Euler case
+hands the generator, duplicate sources counted once, the per-case sums)
+and the what-if offers of bench/pyfr/cuts.py."""
 
 import os
-import sys
 
 import numpy as np
 import pytest
 
-BENCH = os.path.join(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))), 'bench')
-sys.path.insert(0, os.path.join(BENCH, 'pyfr'))
-
-import pyfr_startup as ps  # noqa: E402
+from bench import OPERATORS
+from bench.pyfr import cuts
+from bench.pyfr import pyfr_startup as ps
+from gimmik import cuda
 
 
 def test_startup_operators_follow_pyfrs_filter():
-    ops = np.load(os.path.join(BENCH, 'operators', 'pyfr-ops.npz'))
+    ops = np.load(os.path.join(OPERATORS, 'pyfr-ops.npz'))
     got = {name: (beta, n, sends) for name, A, beta, n, sends in
            ps.startup_operators(ops, [4], ['hex', 'tet'])}
     assert set(got) == {f'p4-{e}-{m}' for e in ('hex', 'tet')
@@ -70,7 +69,7 @@ def test_summarise_counts_distinct_compiles_and_modes():
 
 def pyfr_mm(name, beta=0.0):
     from gimmik.cuda import CUDAMatMul
-    A = np.load(os.path.join(BENCH, 'operators', 'pyfr-ops.npz'))[name]
+    A = np.load(os.path.join(OPERATORS, 'pyfr-ops.npz'))[name]
     n = 5*ps.CASE_ELEMENTS[name.split('-')[1]]
     return CUDAMatMul(A, beta=beta, aligne=16, n=n, ldb=n, ldc=n)
 
@@ -78,63 +77,72 @@ def pyfr_mm(name, beta=0.0):
 @pytest.mark.parametrize('name', ['p3-hex-m0', 'p4-hex-m132', 'p4-tet-m3'])
 def test_shipped_is_what_kernels_offers(name):
     mm = pyfr_mm(name)
-    got = [c.variant for c in ps.offered(mm, 'shipped')]
-    gen = mm.kernels(np.float64, compute_capability=ps.ARCH)
+    got = [c.variant for c in cuts.offered(mm, 'shipped', ps.PYFR_NKERNS)]
+    gen = mm.kernels(np.float64, compute_capability=cuts.ARCH)
     want = [meta['variant'] for _, meta in gen][:ps.PYFR_NKERNS]
     assert got == want
 
 
-def test_cuts_apply_to_their_gates_only():
+def test_cuts_leave_small_operators_alone():
     small = pyfr_mm('p3-hex-m0')                  # 384 non-zeros
-    assert not ps.cut_gates(small)['big']
-    assert [c.variant for c in ps.offered(small, 'no-width2+dense3')] == \
-        [c.variant for c in ps.offered(small, 'as-is')]
-    big = pyfr_mm('p4-hex-m6', 1.0)               # sparse, 750 non-zeros
-    assert ps.cut_gates(big) == {'big': True, 'big-dense': False,
-                                 'large-dense': False}
-    as_is = ps.offered(big, 'as-is')
-    cut = ps.offered(big, 'no-width2')
-    assert any(c.params.get('width') == 2 for c in as_is)
-    assert not any(c.params.get('width') == 2 for c in cut)
-    assert len(cut) == len(as_is)                 # the next ones move up
-    assert ps.offered(big, 'dense3') == as_is
-    dense = pyfr_mm('p4-tet-m3', 1.0)
-    assert ps.cut_gates(dense)['big-dense']
-    assert ps.offered(dense, 'dense3') == ps.offered(dense, 'as-is')[:3]
+    assert small.info.nnz < cuda.BAKED_OFFER_MIN_NNZ
+    shipped = cuts.offered(small, 'shipped')
+    assert all(cuts.offered(small, cut) == shipped for cut in cuts.CUTS)
 
 
-def test_dense_mma2_keeps_the_tensor_core_tiles():
-    dense = pyfr_mm('p4-tet-m3', 1.0)
-    got = ps.offered(dense, 'dense-mma2')
-    assert len(got) == 2 and all(c.family == 'mma-gemm' for c in got)
-    mma = [c for c in ps.offered(dense, 'as-is') if c.family == 'mma-gemm']
-    assert got == mma[:2]
-    # an operator without tensor-core rows keeps its candidates
-    sparse = pyfr_mm('p4-hex-m132')
-    assert ps.offered(sparse, 'dense-mma2') == ps.offered(sparse, 'as-is')
+def test_cuts_set_the_generators_constants():
+    ranked = {}
+    for name, beta in (('p4-hex-m6', 1.0), ('p4-pyr-m132', 0.0)):
+        mm = pyfr_mm(name, beta)
+        ranked[name] = mm, mm.candidates(np.float64,
+                                         compute_capability=cuts.ARCH)
+    # sparse, 750 non-zeros: the first 3 one-column candidates, 5 wider
+    mm, cands = ranked['p4-hex-m6']
+    assert cuda.BAKED_OFFER_MIN_NNZ <= mm.info.nnz < cuda.BAKED_MMA_ONLY_NNZ
+    one_col = [c for c in cands if c.params.get('width', 1) != 2]
+    assert any(c.params.get('width') == 2 for c in cands)
+    assert cuts.offered(mm, 'shipped') == one_col[:cuda.BAKED_OFFER]
+    assert cuts.offered(mm, 'wider') == one_col[:5]
+    assert cuts.offered(mm, 'uncut') == cands
+    assert cuts.offered(mm, 'no-mma-only') == cuts.offered(mm, 'shipped')
+    # dense, 8913 non-zeros: the tensor-core tiles alone unless the cut
+    # lets the unrolled candidates beside them
+    mm, cands = ranked['p4-pyr-m132']
+    assert mm.info.nnz >= cuda.BAKED_MMA_ONLY_NNZ
+    one_col = [c for c in cands if c.params.get('width', 1) != 2]
+    mma = [c for c in one_col if c.family == 'mma-gemm']
+    assert len(mma) >= 3
+    assert cuts.offered(mm, 'shipped') == mma[:cuda.BAKED_OFFER_DENSE]
+    assert cuts.offered(mm, 'wider') == mma[:3]
+    assert cuts.offered(mm, 'no-mma-only') == \
+        one_col[:cuda.BAKED_OFFER_DENSE]
+    assert cuts.offered(mm, 'uncut') == cands
+    # the constants are back after each cut
+    assert (cuda.BAKED_OFFER, cuda.BAKED_OFFER_DENSE) == (3, 2)
+    assert cuda.BAKED_MMA_ONLY_NNZ == 1500
 
 
-def test_proposal():
-    sparse = pyfr_mm('p4-hex-m132')
-    got = ps.offered(sparse, 'proposal')
-    assert got == ps.offered(sparse, 'no-width2')[:3]
-    small_dense = pyfr_mm('p3-tet-m132')          # 1092 non-zeros
-    assert ps.offered(small_dense, 'proposal') == \
-        ps.offered(small_dense, 'no-width2+dense2')
-    large_dense = pyfr_mm('p4-pyr-m132')          # 8913 non-zeros
-    assert ps.cut_gates(large_dense)['large-dense']
-    assert ps.offered(large_dense, 'proposal') == \
-        ps.offered(large_dense, 'dense-mma2')
-    # the proposal is what the generator offers now
-    for mm in (sparse, small_dense, large_dense):
-        assert ps.offered(mm, 'proposal') == ps.offered(mm, 'shipped')
-    small = pyfr_mm('p3-hex-m0')
-    assert ps.offered(small, 'proposal') == ps.offered(small, 'as-is')
+def test_knobs_restore_and_refuse_unknown_names():
+    before = cuda.BAKED_OFFER
+    with pytest.raises(RuntimeError):
+        with cuts.knobs({'BAKED_OFFER': 99}):
+            assert cuda.BAKED_OFFER == 99
+            raise RuntimeError('inside')
+    assert cuda.BAKED_OFFER == before
+    with pytest.raises(AttributeError):
+        with cuts.knobs({'NO_SUCH_CONSTANT': 1}):
+            pass
+    with pytest.raises(ValueError, match="unknown cut 'x'"):
+        cuts.apply_cut(pyfr_mm('p3-hex-m0'), 'x')
 
 
-def test_cut_kernels_as_is_walks_as_kernels_does():
-    """The same offer and the same pruning by send() feedback."""
-    mm = pyfr_mm('p3-hex-m0')
+@pytest.mark.parametrize('name,cut', [('p3-hex-m0', 'uncut'),
+                                      ('p4-hex-m6', 'shipped'),
+                                      ('p4-hex-m6', 'wider')])
+def test_apply_cut_walks_as_kernels_does(name, cut):
+    """The cut's offer walked by kernels() itself: the same pruning by
+    send() feedback and the same argument checks."""
+    beta = 1.0 if name.endswith('m6') else 0.0
 
     def walk(gen):
         seen, fb = [], None
@@ -147,13 +155,25 @@ def test_cut_kernels_as_is_walks_as_kernels_does():
         except StopIteration:
             return seen
 
-    want = walk(mm.kernels(np.float64, kname='k_mm',
-                           compute_capability=ps.ARCH))
-    got = walk(ps.cut_kernels(mm, 'as-is', np.float64, kname='k_mm',
-                              compute_capability=ps.ARCH))
+    mm = pyfr_mm(name, beta)
+    offer = cuts.offered(mm, cut)
+    cut_mm = cuts.apply_cut(pyfr_mm(name, beta), cut)
+    got = walk(cut_mm.kernels(np.float64, kname='k_mm',
+                              compute_capability=cuts.ARCH))
+    # what the plain walk over the same offer sees
+    plain = pyfr_mm(name, beta)
+    plain.offered = lambda cands: offer
+    want = walk(plain.kernels(np.float64, kname='k_mm',
+                              compute_capability=cuts.ARCH))
     assert got == want
-    assert len(want) < len(ps.offered(mm, 'as-is', None))
+    # the offer in order, the slow families' later candidates skipped
+    seen = iter(c.variant for c in offer)
+    assert got and all(v in seen for v, _ in got)
+    assert got[0][0] == offer[0].variant
+    if cut == 'shipped':
+        assert got == walk(mm.kernels(np.float64, kname='k_mm',
+                                      compute_capability=cuts.ARCH))
     with pytest.raises(TypeError):
-        ps.cut_kernels(mm, 'as-is', np.int32)
+        next(cut_mm.kernels(np.int32))
     with pytest.raises(ValueError):
-        ps.cut_kernels(mm, 'as-is', np.float64, kname='bad name')
+        next(cut_mm.kernels(np.float64, kname='bad name'))

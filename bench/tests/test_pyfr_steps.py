@@ -6,11 +6,10 @@ import types
 
 import numpy as np
 
-from bench.pyfr import pyfr_steps
-from conftest import random_operator
+from bench import OPERATORS
+from bench.pyfr import cuts, pyfr_steps
+from bench.tests.conftest import random_operator
 from gimmik.cuda import CUDAMatMul
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class _Mat:
@@ -79,23 +78,25 @@ def test_compare_reports_the_relative_difference(tmp_path, capsys):
 
 def test_walk_log_applies_a_cut():
     """--cut: the provider's walk is offered the cut's candidates."""
-    from bench.pyfr import pyfr_startup
     # dense, 4675 non-zeros
-    A = np.load(os.path.join(ROOT, 'bench', 'operators',
-                             'pyfr-ops.npz'))['p4-pyr-m0']
+    A = np.load(os.path.join(OPERATORS, 'pyfr-ops.npz'))['p4-pyr-m0']
     a = _Mat(*A.shape, mid=0)
     a.A = A
     walks = {}
-    for cut in (None, 'dense-mma2'):
+    for cut in (None, 'shipped', 'uncut'):
         prov = _provider()
         log = pyfr_steps.WalkLog(prov, cut)
         prov.CUDAGiMMiKKernels().mul(a, _Mat(A.shape[1], 1024),
                                      _Mat(A.shape[0], 1024))
         walks[cut] = [c['variant'] for c in log.walks[0]['cands']]
     mm = CUDAMatMul(A, n=1024, ldb=1024, ldc=1024)
-    want = [c.variant for c in pyfr_startup.offered(mm, 'dense-mma2', None)]
-    assert walks['dense-mma2'] == want[:8]
-    # dense and large: two tensor-core tiles, which the generator offers
-    # by itself too (CUDAMatMul.offered)
-    assert len(walks['dense-mma2']) == 2
-    assert walks[None] == walks['dense-mma2']
+    # dense and large: the generator offers its first two
+    # (CUDAMatMul.offered), as 'shipped' does
+    shipped = [c.variant for c in cuts.offered(mm, 'shipped')]
+    assert walks[None] == walks['shipped'] == shipped
+    assert len(shipped) == 2
+    # uncut: the ranked candidates, pruned by the feedback as PyFR's walk
+    every = [c.variant for c in cuts.offered(mm, 'uncut')]
+    assert len(every) > 8
+    assert walks['uncut'][:4] == every[:4] and len(walks['uncut']) > 2
+    assert set(walks['uncut']) <= set(every)

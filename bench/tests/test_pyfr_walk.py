@@ -5,149 +5,31 @@ upstream GiMMiK beside this package (bench/upstream.py)."""
 import os
 import sys
 import textwrap
+import types
 
 import numpy as np
 import pytest
 
+from bench import OPERATORS
 from bench import upstream as upl
 from bench.pyfr import walk_replay as pw
-from bench.pyfr.walk_timing import _render_compile, src_key
-from gimmik.base import Candidate, MatMul, PRUNE_FACTOR
+from bench.pyfr.walk_timing import (TOL, DevicePanels, _render_compile,
+                                    src_key)
+from gimmik.analysis import analyse
+from gimmik.base import MatMul
 from gimmik.cuda import CUDAMatMul
+from gimmik.pyfr import PROTOCOLS, panel, picked, walk
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-class Table(MatMul):
-    """A generator with a fixed candidate list and stub sources: the walk
-    (base.MatMul._walk) is the real one."""
-    platform = 'cuda'
-
-    def __init__(self, rows):
-        super().__init__(np.eye(4))
-        self.rows = rows
-
-    def _candidates(self, dtype, **opts):
-        return [Candidate(f, {'v': v}) for f, v in self.rows]
-
-    def render(self, cand, dtype, kname='gimmik_mm'):
-        return f'// {cand.variant}', {'variant': cand.variant,
-                                      'tplname': cand.family}
-
-
-def fake_timer(times, log=None):
-    def time_candidate(src, meta):
-        if log is not None:
-            log.append(meta['variant'])
-        return times[meta['variant']], {'registers': 32, 'local_mem': 0,
-                                        'shared_mem': 0}
-    return time_candidate
-
-
-def test_prune_factor_is_what_the_expectations_assume():
-    assert PRUNE_FACTOR == 1.5 and pw.PYFR_IFAC == 0.95
-    assert pw.PYFR_NKERNS == 8
-
-
-def test_replay_hand_computed():
-    # offer order: a1 b1 a2 c1 b2 a3 d1 c2 d2 a4 e1
-    rows = [('a', 1), ('b', 1), ('a', 2), ('c', 1), ('b', 2), ('a', 3),
-            ('d', 1), ('c', 2), ('d', 2), ('a', 4), ('e', 1)]
-    t = {'a/v1': 1.00, 'b/v1': 1.60, 'a/v2': 0.97, 'c/v1': 1.40,
-         'b/v2': 0.10, 'a/v3': 0.90, 'd/v1': 0.84, 'c/v2': 0.83,
-         'd/v2': 0.70, 'a/v4': 0.50, 'e/v1': 0.01}
-    mm = Table(rows)
-    walk = pw.replay_walk(mm.kernels(np.float64), fake_timer(t))
-    seen = [v for v, _ in walk['seen']]
-    # b's best 1.6 > 1.5 x 1.0: b/v2 skipped; a2 0.97 is not below 0.95 x
-    # a1; c1 1.40 <= 1.5 x 0.97 keeps c for now; a3 0.90 < 0.95 becomes the
-    # pick; d1 0.84 < 0.855 becomes it; c's 1.40 > 1.5 x 0.84: c/v2
-    # skipped; d2 0.70 < 0.798 and a4 0.50 < 0.665 each become the pick;
-    # eight seen, so e1 (the fastest of all) is never timed.
-    assert seen == ['a/v1', 'b/v1', 'a/v2', 'c/v1', 'a/v3', 'd/v1', 'd/v2',
-                    'a/v4']
-    assert pw.walk_pick(walk) == ('a/v4', 0.50)
-
-
-def test_replay_first_is_kept_unless_five_percent_faster():
-    mm = Table([('a', 1), ('b', 1), ('c', 1)])
-    t = {'a/v1': 1.0, 'b/v1': 0.96, 'c/v1': 0.951}
-    walk = pw.replay_walk(mm.kernels(np.float64), fake_timer(t))
-    assert pw.walk_pick(walk) == ('a/v1', 1.0)
-    assert len(walk['seen']) == 3
-
-
-def test_replay_sends_pyfr_feedback():
-    sent = []
-
-    def gen():
-        kdata = None
-        for i in range(3):
-            kdata = yield f'src{i}', {'variant': f'v{i}'}
-            sent.append(kdata)
-    walk = pw.replay_walk(gen(), lambda s, m: (2e-3, {'registers': 40,
-                                                       'local_mem': 8,
-                                                       'shared_mem': 0}))
-    assert [v for v, _ in walk['seen']] == ['v0', 'v1', 'v2']
-    assert sent[0] == {'runtime': 2.0, 'registers': 40, 'local_mem': 8,
-                       'shared_mem': 0}     # PyFR sends milliseconds
-    assert len(sent) == 3
-
-
-def test_replay_empty_generator():
-    def gen():
-        return
-        yield
-    walk = pw.replay_walk(gen(), lambda s, m: 1.0)
-    assert walk == {'seen': [], 'pick': None}
-    assert pw.walk_pick(walk) == (None, None)
-
-
-@pytest.mark.parametrize('name', ['p2-hex-m0', 'p3-tet-m132', 'p2-pri-m6'])
-def test_replay_records_what_our_generator_yields(name):
-    """Driving CUDAMatMul.kernels() by hand with the same valid feedback
-    yields exactly the candidates the replay records, and without pruning
-    those are the first 8 of what it offers of candidates()."""
-    A = np.load(os.path.join(ROOT, 'bench', 'operators',
-                             'pyfr-ops.npz'))[name]
-    n = pw.pyfr_panel(20480, 5)[1]
-    mm = CUDAMatMul(A, beta=pw.beta_of(name), aligne=pw.pyfr_aligne(), n=n,
-                    ldb=n, ldc=n)
-    cands = [c.variant for c in mm.candidates(np.float64,
-                                              compute_capability=(9, 0))]
-    rng = np.random.default_rng(1)
-    times = {v: float(rng.uniform(0.5, 3.0)) for v in cands}
-
-    walk = pw.replay_walk(mm.kernels(np.float64, compute_capability=(9, 0)),
-                          fake_timer(times))
-    gen = mm.kernels(np.float64, compute_capability=(9, 0))
-    by_hand, kdata = [], None
-    for _ in range(8):
-        try:
-            src, meta = gen.send(kdata)
-        except StopIteration:
-            break
-        by_hand.append(meta['variant'])
-        kdata = {'runtime': times[meta['variant']]*1e3}
-    assert [v for v, _ in walk['seen']] == by_hand
-    assert set(by_hand) <= set(cands)
-    pick = pw.walk_pick(walk)[0]
-    assert pick in by_hand
-
-    flat = pw.replay_walk(mm.kernels(np.float64, compute_capability=(9, 0)),
-                          lambda s, m: 1.0)
-    offered = mm.offered(mm.candidates(np.float64,
-                                       compute_capability=(9, 0)))
-    assert [v for v, _ in flat['seen']] == [c.variant for c in offered[:8]]
-    assert pw.walk_pick(flat)[0] == offered[0].variant
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+CUDA31 = PROTOCOLS['3.1', 'cuda']
 
 
 def test_served_render_walks_like_the_real_one():
     """The bench serves renders from its pool: kernels() with that render
     yields the same candidates, metas and (as hashes) sources."""
-    A = np.load(os.path.join(ROOT, 'bench', 'operators',
-                             'pyfr-ops.npz'))['p1-quad-m0']
-    n = pw.pyfr_panel(20480, 4)[1]
+    A = np.load(os.path.join(OPERATORS, 'pyfr-ops.npz'))['p1-quad-m0']
+    n = panel(20480, 4)[1]
     mm = CUDAMatMul(A, aligne=pw.pyfr_aligne(), n=n, ldb=n, ldc=n)
     cands = mm.candidates(np.float64, compute_capability=(9, 0))
     results = [_render_compile(
@@ -169,34 +51,48 @@ def test_served_render_walks_like_the_real_one():
     assert len(extra) == len(cands) - 3
 
 
-def test_dense_filter():
-    rng = np.random.default_rng(2)
-    vals = np.arange(1, 29, dtype=float)       # 28 distinct |values|
-    A = rng.choice(vals, size=(20, 20))
-    assert pw.pyfr_nuq(A) == 28 and pw.pyfr_sends(A)   # dense, 28 unique
-    A[0, 0] = 0.0                               # zero is counted: 29
-    assert pw.pyfr_nuq(A) == 29 and not pw.pyfr_sends(A)
-    S = np.zeros((20, 20))
-    S.flat[::7] = rng.standard_normal(S.size // 7 + 1)   # 15 % non-zeros
-    assert np.count_nonzero(S) / S.size <= 0.15 and pw.pyfr_nuq(S) > 28
-    assert pw.pyfr_sends(S)
+def _host_device():
+    """A stand-in device whose 'cupy' is NumPy: DevicePanels' logic on the
+    host."""
+    pool = types.SimpleNamespace(free_all_blocks=lambda: None)
+    cp = types.SimpleNamespace(random=np.random, empty=np.empty,
+                               get_default_memory_pool=lambda: pool)
+    return types.SimpleNamespace(cupy=cp)
 
 
-def test_moved_bytes_counts_c_twice_with_beta():
-    from bench.pyfr.walk_timing import moved_bytes
-    assert moved_bytes(3, 5, 0.0, 7) == (5 + 3)*8*7
-    assert moved_bytes(3, 5, -0.5, 7) == (5 + 6)*8*7
-    assert moved_bytes(3, 5, 1.0, 7, itemsize=4) == (5 + 6)*4*7
+@pytest.mark.parametrize('beta', [0.0, 1.0, -0.5])
+def test_device_panels_check_with_verify(beta):
+    """DevicePanels checks a run against gimmik.verify's reference: exact
+    is ~0, one element off or a row left unwritten fails, and B rewritten
+    (in_context's producer) is followed by rereference()."""
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((6, 5))
+    A[:, 3] = 0.0
+    p = DevicePanels(_host_device(), A, beta, 40, seed=9)
+    c0 = p.c0
 
+    def right():
+        p.c[...] = A @ p.b + (beta*c0 if beta else 0.0)
+    assert p.check(right) <= 1e-14
 
-def test_panel_sizes():
-    assert pw.pyfr_aligne(8) == 16 and pw.pyfr_aligne(4) == 32
-    assert pw.pyfr_panel(110080, 5) == (22016, 110080)
-    neles, n = pw.pyfr_panel(1_000_000, 4)
-    assert neles % 32 == 0 and n == 4*neles and 0 <= n - 1e6 < 4*32
-    assert n % pw.pyfr_aligne() == 0
-    assert pw.nvars_of('tri') == 4 and pw.nvars_of('pyr') == 5
-    assert pw.beta_of('p3-hex-m6') == 1.0 and pw.beta_of('p3-hex-m460') == 0
+    def one_off():
+        right()
+        p.c[2, 7] += 1e-6*abs(p.c[2, 7]) + 1e-9
+    assert p.check(one_off) > TOL
+
+    def row_missing():
+        right()
+        if not beta:       # C starts NaN: an unwritten row is caught
+            p.c[4] = np.nan
+        else:              # C starts as c0: an unwritten row is wrong
+            p.c[4] = c0[4]
+    assert p.check(row_missing) > TOL
+    p.b[...] = rng.standard_normal(p.b.shape)
+    assert p.check(right) > TOL
+    p.rereference()
+    assert p.check(right) <= 1e-14
+    p.free()
+    assert p.b is None and p.ref is None
 
 
 def _fake_upstream(tmp_path):
@@ -261,14 +157,13 @@ def test_upstream_wheel_side_by_side(monkeypatch):
         monkeypatch.delitem(sys.modules, k)
     try:
         up = upl.load_upstream(UP_WHEEL)
-        A = np.load(os.path.join(ROOT, 'bench', 'operators',
-                                 'pyfr-ops.npz'))['p2-hex-m0']
-        n = pw.pyfr_panel(20480, 5)[1]
+        A = np.load(os.path.join(OPERATORS, 'pyfr-ops.npz'))['p2-hex-m0']
+        n = panel(20480, 5)[1]
         umm = up.CUDAMatMul(A, beta=0.0, aligne=16, n=n, ldb=n, ldc=n)
-        walk = pw.replay_walk(umm.kernels(np.float64, kname='k',
+        walk_ = walk(CUDA31, umm.kernels(np.float64, kname='k',
                                           compute_capability=(9, 0)),
-                              lambda s, m: 1.0)
-        assert [v for v, _ in walk['seen']] == [
+                     lambda s, m: 1.0)
+        assert [v for v, _ in walk_['seen']] == [
             'cstream', 'bstream', 'bstream-msplit', 'cstream-ksplit']
         src, meta = next(iter(umm.kernels(np.float64, kname='k')))
         assert meta['grid'][0] == -(-n // 128) and meta['block'] == \
@@ -360,9 +255,8 @@ def _run_one(tmp_path, monkeypatch, retimes=None):
     CSV path)."""
     from bench.pyfr import pyfr_walk
     name = 'p1-quad-m0'
-    A = np.load(os.path.join(ROOT, 'bench', 'operators',
-                             'pyfr-ops.npz'))[name]
-    n = pw.pyfr_panel(20480, 4)[1]
+    A = np.load(os.path.join(OPERATORS, 'pyfr-ops.npz'))[name]
+    n = panel(20480, 4)[1]
     mm = pw.ours_mm(A, 0.0, n)
     cands = mm.candidates(np.float64, compute_capability=(9, 0))
     rng = np.random.default_rng(3)
@@ -377,7 +271,7 @@ def _run_one(tmp_path, monkeypatch, retimes=None):
     up_results = [{'key': f'up{i}', 'meta': {'tplname': t},
                    'cubin': f'up_{t}', 'compile_s': 0.25, 'error': None}
                   for i, t in enumerate(('cstream', 'bstream'))]
-    monkeypatch.setattr(pyfr_walk, 'Panels', _FakePanels)
+    monkeypatch.setattr(pyfr_walk, 'DevicePanels', _FakePanels)
     monkeypatch.setitem(sys.modules, 'gimmik_up', type(sys)('gimmik_up'))
     sys.modules['gimmik_up'].CUDAMatMul = _UpstreamMatMul
     args = type('Args', (), {'runtime': None, 'repeats': 3})()
@@ -391,9 +285,9 @@ def _run_one(tmp_path, monkeypatch, retimes=None):
 
 def test_run_one_records_both_walks(tmp_path, monkeypatch):
     row, A, n, mm, cands, times, cand_out = _run_one(tmp_path, monkeypatch)
-    walk = pw.replay_walk(mm.kernels(np.float64, compute_capability=(9, 0)),
-                          lambda s, m: times[m['variant']])
-    pick = pw.walk_pick(walk)[0]
+    w = walk(CUDA31, mm.kernels(np.float64, compute_capability=(9, 0)),
+             lambda s, m: times[m['variant']])
+    pick = picked(w)[0]
     best = min(times[c.variant] for c in cands)
     assert row['walk_pick'] == pick and row['nfail'] == 0
     assert times[row['all_best']] == best
@@ -401,12 +295,13 @@ def test_run_one_records_both_walks(tmp_path, monkeypatch):
     # upstream's walk: bstream is below 0.95 of cstream, so it is the pick
     assert row['up_walk_pick'] == 'bstream' and row['up_nwalk'] == 2
     assert row['ours_over_up'] == f'{times[pick] / 1e-5:.4f}'
-    assert row['walk_seen'] == ' '.join(v for v, _ in walk['seen'])
-    assert row['ours_compile_s'] == f'{0.5 * len(walk["seen"]):.3f}'
+    assert row['walk_seen'] == ' '.join(v for v, _ in w['seen'])
+    assert row['ours_compile_s'] == f'{0.5 * len(w["seen"]):.3f}'
     assert row['up_compile_s'] == '0.500' and row['vendor_time_s'] == ''
-    # the same-bytes copy (B read and C written: beta is 0) timed with them
-    m, k = A.shape
-    copy_s = (k + m)*8*n / 2e12
+    # the same-bytes copy (the used rows of B read and C written: beta is
+    # 0) timed with them
+    info = analyse(A)
+    copy_s = (len(info.bix) + info.m)*8*n / 2e12
     assert row['copy_time_s'] == f'{copy_s:.6e}'
     assert row['all_best_copy_fraction'] == f'{copy_s / best:.4f}'
     assert row['walk_copy_fraction'] == f'{copy_s / times[pick]:.4f}'
