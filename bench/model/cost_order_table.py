@@ -35,10 +35,11 @@ from bench import OPERATORS  # noqa: E402
 from gimmik import cost  # noqa: E402
 from gimmik.hip import HIPMatMul  # noqa: E402
 from gimmik.operators import default_beta  # noqa: E402
+from gimmik.pyfr import PROTOCOLS  # noqa: E402
 
-# PyFR's HIP call: 128-byte aligned rows of f64, n = ldb = ldc baked,
-# beta 1 for the operators that accumulate (M3, M6)
-ALIGNE = 16
+# PyFR's HIP call: its aligne for f64, n = ldb = ldc baked, beta 1 for the
+# operators that accumulate (M3, M6)
+ALIGNE = PROTOCOLS['3.1', 'hip'].aligne(np.float64)
 PYFR_N = 110080
 FIRST = 8
 OPS = ['p[3-6]-hex-m0', 'p[3-6]-hex-m3', 'p[3-6]-hex-m6', 'p[3-6]-hex-m132',

@@ -56,9 +56,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-# PyFR 3.1's OpenCL provider (gimmik.pyfr holds the filter and nkerns)
+from gimmik import pyfr as gpyfr  # noqa: E402 (no OpenCL loaded yet)
+
+# PyFR 3.1's OpenCL provider: its filter, constants and walk, and options
+PYFR_OPENCL = gpyfr.PROTOCOLS['3.1', 'opencl']
 PYFR_FLAGS = ['-cl-fast-relaxed-math', '-cl-std=CL2.0']
-NWARMUP, NBENCH, IFAC = 1, 5, 0.95
+NWARMUP, NBENCH = gpyfr.NWARMUP, PYFR_OPENCL.nbench
 # the timing of the picks: launches before, launches between the events
 WARM, TIMED = 3, 20
 # checked against float64 NumPy, relative to each element's scale
@@ -220,24 +223,20 @@ def render_ahead(gen_cls, A, beta, aligne, n, ld, kname, lmem, limit=10):
 
 
 def walk(dev, gen_cls, A, beta, aligne, n, ld, kname, b, c, nkerns):
-    """PyFR 3.1's provider loop; (pick (src, meta, seconds) or None,
-    [(variant, seconds)])."""
+    """PyFR 3.1's provider loop (gimmik.pyfr.walk); (pick (src, meta,
+    seconds) or None, [(variant, seconds)])."""
     mm = gen_cls(A, beta=beta, aligne=aligne, n=n, ldb=ld, ldc=ld)
-    kgen = mm.kernels(np.float64, kname=kname,
-                      local_mem_size=dev.local_mem_size)
-    best, seen, sdata = None, [], None
-    try:
-        for _ in range(nkerns):
-            src, meta = kgen.send(sdata)
-            kern = dev.kernel(src, kname)
-            dt = dev.pyfr_time(lambda: dev.launch(kern, meta, b, c, n))
-            if best is None or dt < IFAC*best[2]:
-                best = (src, meta, dt)
-            seen.append((meta.get('variant', meta.get('tplname')), dt))
-            sdata = {'runtime': dt}
-    except StopIteration:
-        pass
-    return best, seen
+    kgen = PYFR_OPENCL.kernels(mm, np.float64, kname,
+                               local_mem_size=dev.local_mem_size)
+    timed = []
+
+    def time_candidate(src, meta):
+        kern = dev.kernel(src, kname)
+        timed.append((src, meta,
+                      dev.pyfr_time(lambda: dev.launch(kern, meta, b, c, n))))
+        return timed[-1][2]
+    w = gpyfr.walk(PYFR_OPENCL, kgen, time_candidate, nkerns=nkerns)
+    return (timed[w['pick']] if w['pick'] is not None else None), w['seen']
 
 
 def check(dev, kern, meta, A, beta, b_host, c_host, n, ld):
@@ -333,8 +332,7 @@ def run_op(dev, name, A, beta, n, up, repeats, nkerns):
 
 def operators(globs, path):
     from gimmik.operators import default_beta, suite
-    from gimmik.pyfr import PROTOCOLS
-    proto = PROTOCOLS['3.1', 'opencl']
+    proto = PYFR_OPENCL
     ops = suite(globs, path)
     names = [k for k in ops if proto.sends(ops[k])]
     # smallest first: a run cut by the budget still covers every kind
