@@ -81,10 +81,10 @@ def summarise(path):
     if owa:
         om = [r for r in owa if float(r['ord_walk_over_all']) > 1.03]
         table = [r['walk_over_all'] for r in owa if r['walk_over_all']]
-        print(f'with gimmik.order: ord_walk_over_all > 1.03 on {len(om)} of '
-              f'{len(owa)}, geomean '
-              f'{geomean(r["ord_walk_over_all"] for r in owa):.4f} '
-              f'(table order: {geomean(table):.4f})')
+        print(f'every ranked candidate (no start-up cut): '
+              f'ord_walk_over_all > 1.03 on {len(om)} of {len(owa)}, '
+              f'geomean {geomean(r["ord_walk_over_all"] for r in owa):.4f} '
+              f'(as offered: {geomean(table):.4f})')
         for r in sorted(om, key=lambda r: -float(r['ord_walk_over_all'])):
             print(f'  {r["op"]:13s} n={r["n"]:>8s} {r["ord_walk_over_all"]} '
                   f'walk {r["ord_walk_pick"]} best {r["all_best"]}')
