@@ -17,8 +17,9 @@ def summary(row):
     vs = f'{row["speedup"]:.2f}x vendor' if row['speedup'] else 'no vendor'
     frac = (f'{100*row["copy_fraction"]:.0f}% copy'
             if row['copy_fraction'] else '')
+    # the verdict where the vendor wins, so that no one misses it
     return (f'{row["candidate"]:<28s} {row["gbps"]:8.2f} GB/s {frac} '
-            f'{vs}')
+            f'{vs}' + ('  -> USE VENDOR' if row.get('use_vendor') else ''))
 
 
 class SweepProgress:

@@ -238,6 +238,13 @@ def markdown(rows, plots=(), problems=()):
             f'The median gimmik kernel reaches '
             f'**{_pct(s["median_fraction"])}** of the measured copy '
             f'bandwidth (vendor: {_pct(s["median_vendor_fraction"])}).', '']
+    wins = [r for r in rows if r.get('use_vendor')]
+    if wins:
+        out += [f'**Use the vendor BLAS** for {len(wins)} of '
+                f'{s["operators"]} operators (verdict "use vendor": its '
+                f'best is faster than gimmik\'s, or no candidate is '
+                f'correct): ' + md_escape(', '.join(
+                    r['operator'] for r in wins)) + '.', '']
     out += ['Bytes moved: the rows of B that A uses, read once, and C, '
             'written once (and read once when β ≠ 0). GFLOP/s counts useful '
             'flops, 2·nnz(A)·n. Speed-up = vendor time / gimmik time. '
@@ -269,8 +276,10 @@ def markdown(rows, plots=(), problems=()):
 
     out += ['', '## Operators', '',
             '| operator | m×k | nnz | density | unique | β | candidate | '
-            'time (µs) | GB/s | % copy | GFLOP/s | vendor GB/s | speed-up |',
-            '|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|']
+            'time (µs) | GB/s | % copy | GFLOP/s | vendor GB/s | speed-up | '
+            'verdict |',
+            '|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|'
+            '---|']
     for r in rows:
         t = r.get('time_s')
         out.append(
@@ -284,7 +293,8 @@ def markdown(rows, plots=(), problems=()):
             f'{_num(r.get("gflops"), ".1f")} | '
             f'{_num(r.get("vendor_gbps"), ".1f")} | '
             f'{_num(r.get("speedup"), ".2f")}'
-            f'{"" if r.get("speedup") is None else "×"} |')
+            f'{"" if r.get("speedup") is None else "×"} | '
+            f'{"**use vendor**" if r.get("use_vendor") else "–"} |')
 
     failed = [r for r in rows if r.get('error')]
     if failed:

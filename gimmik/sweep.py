@@ -71,6 +71,7 @@ COLUMNS = (
     'vendor_formulation',  # the vendor formulation timed fastest
     'speedup',           # vendor_time_s / time_s (> 1: gimmik wins)
     'use_vendor',        # the tuner would hand this operator to the BLAS
+    'verdict',           # 'use vendor', 'use gimmik' (verdict_of)
     'candidates',        # candidates timed
     'correct',           # of which correct
     'tune_s',            # wall time of tuning this operator
@@ -96,7 +97,7 @@ def _fmt(value):
 
 def _parse(col, text):
     if text == '' and col not in ('operator', 'error', 'candidate',
-                                  'vendor_formulation'):
+                                  'vendor_formulation', 'verdict'):
         return None
     if col in _INT_COLUMNS:
         return int(text)
@@ -166,6 +167,9 @@ def _tables_text(rows, config):
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator='\n')
     w.writerow(COLUMNS)
+    # rows of a gimmik before the verdict column get theirs here
+    rows = [r if r.get('verdict') else dict(r, verdict=verdict_of(r))
+            for r in rows]
     for r in rows:
         w.writerow([_fmt(r.get(c)) for c in COLUMNS])
     clean = [{c: (None if isinstance(r.get(c), float)
@@ -265,11 +269,32 @@ def result_row(name, A, beta, result, tune_s):
         'vendor_formulation': _get(vendor, 'formulation') or '',
         'speedup': vt / t if vt and t else None,
         'use_vendor': bool(result.use_vendor),
+        'verdict': (tune_mod.VERDICT_VENDOR if result.use_vendor
+                    else tune_mod.VERDICT_GIMMIK if vt and t
+                    else tune_mod.VERDICT_UNCOMPARED if t else ''),
         'candidates': len(cands),
         'correct': sum(1 for c in cands if _get(c, 'correct')),
         'tune_s': tune_s,
         'error': '' if t else 'no correct candidate',
     })
+
+
+def verdict_of(row):
+    """A row's verdict (gimmik.tune's VERDICT_*): 'use vendor' where the
+    tuner would hand the operator to the vendor BLAS (its best faster, or
+    no correct candidate), '' for an operator without a result."""
+    if row.get('use_vendor'):
+        return tune_mod.VERDICT_VENDOR
+    if row.get('error') or not row.get('candidate'):
+        return ''
+    return tune_mod.VERDICT_GIMMIK if row.get('speedup') \
+        else tune_mod.VERDICT_UNCOMPARED
+
+
+def vendor_wins(rows):
+    """The rows whose verdict is 'use vendor', slowest gimmik first."""
+    return sorted((r for r in rows if r.get('use_vendor')),
+                  key=lambda r: r.get('speedup') or 0)
 
 
 def error_row(name, A, beta, dtype, n, platform, device, error, tune_s):
@@ -633,6 +658,17 @@ def run(args):
           + (f'; {skipped} skipped (--max-nnz)' if skipped else '')
           + (f'; {len(bad)} failed: {", ".join(bad[:10])}' if bad else ''),
           file=sys.stderr)
+    wins = vendor_wins(rows)
+    if wins:
+        print(f'use vendor: the vendor BLAS beats gimmik\'s best on '
+              f'{len(wins)} of {len(rows)} operators: '
+              + ', '.join(f'{r["operator"]}'
+                          + (f' (gimmik {1/r["speedup"]:.2f}x its time)'
+                             if r.get('speedup')
+                             else ' (no correct candidate)')
+                          for r in wins[:10])
+              + (', ...' if len(wins) > 10 else '')
+              + f' (verdict column of {CSV_NAME})', file=sys.stderr)
     if bar.stopped_before is not None:
         print(f'incomplete: --budget stopped the sweep before '
               f'{bar.stopped_before} (exit status {EXIT_BUDGET}); run the '

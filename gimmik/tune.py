@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import math
 import numbers
 import os
+import sys
 
 import numpy as np
 
@@ -82,6 +83,14 @@ COPY_BYTES = (16 << 20, 1 << 30)
 
 KNAME = 'gimmik_mm'
 
+# A tuning's verdict (TuneResult.verdict), as the table, --json, a sweep's
+# verdict column and report say it: the vendor BLAS's best is faster than
+# every correct candidate (or none is correct), or gimmik's best is faster
+# (or there is no vendor BLAS to compare with)
+VERDICT_VENDOR = 'use vendor'
+VERDICT_GIMMIK = 'use gimmik'
+VERDICT_UNCOMPARED = 'use gimmik (no vendor BLAS timed)'
+
 
 def default_n(platform):
     """Default number of columns of B and C for a platform's tuning."""
@@ -113,6 +122,41 @@ class TuneResult:
     cached: bool = field(default=False, compare=False)
 
     @property
+    def verdict(self):
+        """VERDICT_VENDOR where the vendor BLAS's best beats gimmik's
+        best (or no candidate is correct), else VERDICT_GIMMIK, or
+        VERDICT_UNCOMPARED where no vendor BLAS was timed."""
+        if self.use_vendor or self.best is None:
+            return VERDICT_VENDOR
+        return VERDICT_GIMMIK if self.vendor.get('time_s') \
+            else VERDICT_UNCOMPARED
+
+    def message(self):
+        """The verdict in one line, naming the operator, both kernels and
+        their ratio."""
+        who = f'{self.operator or "operator"} ({self.m}x{self.k}, ' \
+            f'{self.dtype}, n = {self.n}): {self.verdict}'
+        vendor = 'the vendor BLAS' + (
+            f' ({self.vendor["formulation"]})'
+            if self.vendor.get('formulation') else '')
+        if self.best is None:
+            text = f'{who}: no correct candidate; {vendor} computes it'
+        elif self.speedup is None:
+            why = self.vendor.get('error')
+            text = f'{who}: {self.best["variant"]}' + (
+                f' ({" ".join(str(why).split())[:120]})' if why else '')
+        elif self.use_vendor:
+            text = (f'{who}: {vendor} is faster; gimmik\'s best, '
+                    f'{self.best["variant"]}, takes {1/self.speedup:.2f}x '
+                    f'its time')
+        else:
+            text = (f'{who}: {self.best["variant"]} takes '
+                    f'{1/self.speedup:.2f}x the time of {vendor}')
+        if self.unstable:
+            text += '; timings unstable, not cached'
+        return text
+
+    @property
     def speedup(self):
         """Vendor time over best time (> 1: gimmik is faster)."""
         if not self.best or not self.vendor.get('time_s'):
@@ -136,7 +180,8 @@ class TuneResult:
                           if self.vendor.get(k)}},
             'vendor_error': self.vendor_error,
             'copy_gbps': self.copy_gbps, 'speedup': self.speedup,
-            'use_vendor': self.use_vendor, 'unstable': self.unstable,
+            'use_vendor': self.use_vendor, 'verdict': self.verdict,
+            'message': self.message(), 'unstable': self.unstable,
             'candidates': [{k: c.get(k) for k in ('variant', 'time_s', 'gbps',
                                                   'correct', 'error',
                                                   'retimed')}
@@ -837,6 +882,8 @@ def run(args):
         bar.close()
     if args.json:
         print(json.dumps(res.to_json(), indent=1))
+        # the verdict where a reader of the JSON's shell also sees it
+        print(res.message(), file=sys.stderr)
     else:
         print(format_table(res))
     return 0
@@ -864,10 +911,20 @@ def format_table(res):
     ok = sorted((c for c in res.candidates if c['correct']),
                 key=lambda c: c['time_s'])
     bad = [c for c in res.candidates if not c['correct']]
+    # the vendor BLAS ranked among the candidates: what beats it shows
+    vname = ('vendor BLAS ' + (res.vendor.get('formulation') or ''))[:32]
+    vrow = None if not vt else (
+        f'{"V":>3}  {vname:<32} {vt*1e6:>10.1f} {res.vendor["gbps"]:>8.1f} '
+        f'{1:>7.2f}x  vendor')
     for r, c in enumerate(ok, 1):
+        if vrow and vt < c['time_s']:
+            lines.append(vrow)
+            vrow = None
         ratio = f'{vt / c["time_s"]:>7.2f}x' if vt else f'{"-":>8}'
         lines.append(f'{r:>3}  {c["variant"]:<32} {c["time_s"]*1e6:>10.1f} '
                      f'{c["gbps"]:>8.1f} {ratio}  ok')
+    if vrow:
+        lines.append(vrow)
     for c in bad:
         err = ' '.join(str(c['error']).split())[:60]
         lines.append(f'{"-":>3}  {c["variant"]:<32} {"":>10} {"":>8} '
@@ -884,6 +941,8 @@ def format_table(res):
     else:
         lines.append(f'best {res.best["variant"]} is {res.speedup:.2f}x '
                      f'faster than the vendor BLAS')
+    lines.append('verdict: ' + (res.verdict.upper() if res.use_vendor
+                                else res.verdict))
     if res.unstable:
         lines.append(f'warning: timings unstable ({res.unstable}): the '
                      f'ranking may be chance on a busy machine; not cached, '
