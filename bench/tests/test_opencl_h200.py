@@ -1,12 +1,15 @@
-"""bench/opencl/opencl_h200.py --quick on PoCL's CPU device: PyFR 3.1's OpenCL
-walk over this package's and upstream 4.0's OpenCLMatMul, both picks
-checked and timed.  Needs upstream's wheel (.whl/pyfr, or
+"""bench/opencl/opencl_h200.py --quick on PoCL's CPU device, run as a
+script (upstream is loaded as gimmik_up in its own process): PyFR 3.1's
+OpenCL walk over this package's and upstream 4.0's OpenCLMatMul, both
+picks checked and timed.  Needs upstream's wheel (.whl/pyfr, or
 GIMMIK_UPSTREAM_WHEEL); skipped without it or without an OpenCL device."""
 
 import csv
 import glob
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -22,15 +25,23 @@ opencl = pytest.importorskip('gimmik.runtime.opencl')
 pytestmark = pytest.mark.skipif(not WHEEL, reason='no upstream 4.0 wheel')
 
 
+def run_script(*args):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.run(
+        [sys.executable, os.path.join(ROOT, 'bench', 'opencl',
+                                      'opencl_h200.py'), *args],
+        capture_output=True, text=True, env=env, timeout=600)
+
+
 def test_quick_walk(tmp_path):
     try:
         opencl.Runtime()
     except (opencl.RuntimeUnavailable, ImportError) as e:
         pytest.skip(str(e))
-    from bench.opencl import opencl_h200
-    assert opencl_h200.main(['--quick', '--ops', 'p1-hex-m0,p2-tet-m3',
-                             '--repeats', '2', '--upstream', WHEEL,
-                             '--out', str(tmp_path), '--name', 'q']) == 0
+    p = run_script('--quick', '--ops', 'p1-hex-m0,p2-tet-m3', '--repeats',
+                   '2', '--upstream', WHEEL, '--out', str(tmp_path),
+                   '--name', 'q')
+    assert p.returncode == 0, p.stderr[-2000:]
     rows = list(csv.DictReader(open(tmp_path / 'q.csv')))
     assert [r['op'] for r in rows] == ['p1-hex-m0', 'p2-tet-m3']
     for r in rows:
@@ -54,7 +65,7 @@ def test_budget_stops_before_an_operator(tmp_path):
         opencl.Runtime()
     except (opencl.RuntimeUnavailable, ImportError) as e:
         pytest.skip(str(e))
-    from bench.opencl import opencl_h200
-    opencl_h200.main(['--quick', '--budget', '0', '--upstream', WHEEL,
-                      '--out', str(tmp_path), '--name', 'b'])
+    p = run_script('--quick', '--budget', '0', '--upstream', WHEEL,
+                   '--out', str(tmp_path), '--name', 'b')
+    assert p.returncode == 0, p.stderr[-2000:]
     assert list(csv.DictReader(open(tmp_path / 'b.csv'))) == []
