@@ -161,6 +161,11 @@ def main(argv=None):
 
     log = WalkLog(prov, args.cut, args.backend)
     init_mpi()
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    if comm.size > 1:       # mpiexec -n NP: one solution and walk a rank
+        args.soln, args.picks = (
+            _rank_path(p, comm.rank) for p in (args.soln, args.picks))
     cfg = Inifile.load(args.ini)
     sect = 'solver-time-integrator'
     dt = cfg.getfloat(sect, 'dt')
@@ -196,7 +201,8 @@ def main(argv=None):
         with open(args.picks, 'w') as f:
             json.dump({'walks': log.walks, 'calls': log.calls}, f, indent=1)
     row = {
-        'label': args.label, 'case': args.case,
+        'label': args.label if comm.size == 1 else
+        f'{args.label}/r{comm.rank}of{comm.size}', 'case': args.case,
         'gimmik': getattr(gimmik, '__version__', '?'),
         'neles': sum(np.shape(s)[-1] for s in solver.soln),
         'steps': solver.nacptsteps, 'start_s': round(start_s, 2),
@@ -209,15 +215,27 @@ def main(argv=None):
         'soln_rms': f'{float(np.sqrt(np.mean(soln**2))):.15e}',
         'finite': bool(np.isfinite(soln).all()),
     }
+    rows = comm.gather(row, root=0)     # one writer: rank 0, rows by rank
+    if comm.rank != 0:
+        return 0
     new = args.csv == '-' or not os.path.exists(args.csv)
     out = sys.stdout if args.csv == '-' else open(args.csv, 'a', newline='')
     w = csv.DictWriter(out, list(row))
     if new:
         w.writeheader()
-    w.writerow(row)
+    w.writerows(rows)
     out.flush()
-    print(' '.join(f'{k}={v}' for k, v in row.items()), file=sys.stderr)
+    for r in rows:
+        print(' '.join(f'{k}={v}' for k, v in r.items()), file=sys.stderr)
     return 0
+
+
+def _rank_path(path, rank):
+    """PATH.EXT as PATH.rRANK.EXT (None stays None)."""
+    if path is None:
+        return None
+    stem, ext = os.path.splitext(path)
+    return f'{stem}.r{rank}{ext}'
 
 
 if __name__ == '__main__':
