@@ -337,7 +337,7 @@ def test_load_batches_fenced(rng, beta):
 
 def test_no_packed_f32_only_for_f32_one_column_staged(rng):
     """The kernels compiled without packed f32 math: f32 bstream-msplit
-    and bstream-mgroup with one column a thread (NO_PACKED_F32_FAMILIES),
+    and bstream-mgroup with one column a thread (Family.no_packed_f32),
     no other; its macro is empty outside the AMDGPU compiler (the
     executor runs it)."""
     A = random_operator(rng, 40, 36, 0.3)
