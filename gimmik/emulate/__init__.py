@@ -223,6 +223,8 @@ def check_source(src, meta):
             raise ValueError(f'the source is baked for {say(baked)}, its '
                              f'meta for {say(want)}: the meta of another '
                              f'kernel?')
+    if 'launch' not in meta and 'block' not in meta:
+        return      # a C kernel: no threads to bound
     from gimmik.base import legacy_launch
     block = tuple((meta.get('launch') or legacy_launch(meta))['block'])
     bound = _BOUNDS.search(src)
