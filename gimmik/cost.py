@@ -1,51 +1,8 @@
-"""A cost estimate per candidate kernel, from what the toolchain says
-without a GPU: the estimated time for n columns and the fraction of the
-device's copy bandwidth that time reaches.
-
-Three inputs:
-
-- the plan (:func:`work`): bytes of B read, C written (and read when
-  beta != 0) per column from DRAM; bytes asked of L2 (B rows re-read by
-  the blocks of several row groups, spills); bytes through LDS / shared
-  memory; vector and matrix flops (A's non-zeros, or the whole tiles an
-  MFMA/MMA family multiplies); the bytes a thread can have in flight from
-  memory before it must wait; the launch geometry;
-- the compiler's facts (:class:`Facts`): registers, shared bytes, spill
-  bytes, and where known the waves per SIMD, the instruction count and
-  the full waits on memory (HIP: gimmik.isa's clang report,
-  :func:`facts_from_isa`; CUDA: ptxas -v, :func:`facts_from_ptxas`;
-  without either, the family's register estimate, :func:`plan_facts`);
-- the architecture's constants (:data:`ARCHES`, gimmik.targets, each
-  with its source).
-
-The shape is a roofline with latency hiding (:func:`estimate`):
-
-    t = launch + valu + (sum of the other terms**p)**(1/p),  p = 2
-
-valu, the vector flops over the peak rate (unrolled baked-A code at
-valu_reach of it), adds: an unrolled streaming kernel's warp issues its
-FMAs after its loads return, in order (adding it rather than blending it
-raised the H100 first picks within 5 % by 2-10 points on every file,
-the 512 MiB holdout with plan facts from 74 to 84 %).  The other terms:
-dram (bytes / min(copy bandwidth, bytes in flight / latency), Little's
-law, round by round of resident blocks, the last partial round at its
-own rate; panels that fit in L2 partly served from it), l2 (bytes asked
-of L2: re-reads the resident blocks' working sets leave there, spills),
-lds (LDS/shared bytes, on NVIDIA with the global loads that share its
-data path), matrix (matrix flops over the peak rate), issue
-(instructions over the issue rate) and latency (rounds of resident
-blocks times the memory round trips a block waits for in turn); their
-p-norm blends the largest with the others: they overlap imperfectly.
-The per-unit terms (lds, valu, issue) count the busiest unit's blocks
-(grid imbalance) and slow down with fewer than BUSY_WAVES resident waves
-a SIMD or unrolled code beyond the instruction cache.  Each term is
-monotone: more bytes, fewer resident waves or more full waits never
-make a candidate faster.
-
-:func:`rank` orders candidates by the estimate, with at most
-MAX_PER_FAMILY of one family among the first FIRST candidates while other
-families are offered.
-"""
+"""A cost estimate per candidate kernel from what the toolchain says
+without a GPU: the plan (:func:`work`), the compiler's facts
+(:class:`Facts`) and the arch's constants (gimmik.targets), blended as a
+roofline with latency hiding (:func:`estimate`; docs/cost-model.md).
+:func:`rank` orders candidates by it, with family diversity."""
 
 from dataclasses import dataclass
 import math
@@ -54,52 +11,33 @@ import numpy as np
 
 from gimmik.targets import ARCHES, HIP, Arch  # noqa: F401 (Arch: the API)
 
-# -- per-architecture constants (gimmik.targets) ------------------------------
-
-# Wave instructions a wave spends besides its loads, FMAs and stores
-# (indices, addresses, bounds checks, barriers)
+# wave instructions besides loads, FMAs and stores (addresses, barriers)
 WARP_OVERHEAD = 40
 
-# Resident waves/warps per SIMD that keep its vector pipe busy: fewer
-# issue their instructions at that fraction of the peak rate
+# resident waves a SIMD that keep its vector pipe busy
 BUSY_WAVES = 4
 
-# Unrolled code beyond the instruction cache issues at most this many
-# times slower (instructions stream in from L2 in whole lines, ahead of
-# use; the H100 streaming kernels of 6-12k instructions ran 1.5-3x below
-# their compute estimate)
+# most slowdown of unrolled code beyond the icache (it streams in from L2)
 ICACHE_MISS_SLOWDOWN = 2.0
 
-# The terms besides the vector compute overlap imperfectly: their
-# (sum of term**p)**(1/p) blends the largest (p large) with the sum (p = 1)
+# the non-valu terms overlap imperfectly: a p-norm blends max and sum
 OVERLAP_P = 2
 
-# Share of the DRAM traffic L2 serves when a launch's panels (B and C) fit
-# in it, as in back-to-back launches on the same panels (PyFR's steps, the
-# benchmarks): H100, PyFR walk at n = 110080, operators whose panels take
-# 20-40 MB of the 50 MB reach up to 1.5x the copy bandwidth
-# (bench/results/pyfr-walk-h100-candidates.csv); calibrated there
+# DRAM share L2 serves when panels fit in it, back to back
+# (calibrated on pyfr-walk-h100-candidates.csv)
 L2_RESIDENT = 0.5
 
-# Unrolled FMAs fed from LDS between the barriers of a one-buffer chunk
-# pipeline (bstream-mgroup) issue this many times slower than the
-# register-fed unrolled code valu_reach describes.  CALIBRATED on the
-# H100 twin (bench/results/pyfr-walk-h100-twin-bounded-candidates.csv,
-# n = 110080): its FMAs ran at 1.0-4.8 of the 64 FP64 lanes a clock
-# (0.02-0.075 of the peak, 0.4/8 = 0.05 in the middle of the
-# compute-bound ones) where the register-fed streams reach 0.4; any
-# factor from 6 to 16 ranks it below cstream-mblock on all 14 operators
-# the twin measured so.  Not measured on AMD: assumed the same there.
+# LDS-fed FMAs between chunk barriers vs register-fed; CALIBRATED on the
+# twin (pyfr-walk-h100-twin-bounded-candidates.csv), ASSUMED on AMD
 LDS_FED_SLOWDOWN = 8
 
-# Registers a thread keeps besides the values it has in flight
-# (addresses, indices, loop counters): the in-flight loads get the rest
+# registers a thread keeps besides its loads in flight
 ADDRESS_REGISTERS = 24
 
 
 def arch(name):
-    """The :class:`Arch` of a name ('gfx90a', 'gfx942', 'sm_90'; a gfx name
-    with feature suffixes is cut at the first ':')."""
+    """The :class:`Arch` of a name (feature suffixes allowed); ValueError
+    for an unknown one, TypeError for a non-str."""
     if not isinstance(name, str):
         raise TypeError(f'arch must be a str, not {type(name).__name__}')
     try:
@@ -109,15 +47,12 @@ def arch(name):
                          f'{", ".join(ARCHES)})') from None
 
 
-# The constants a HIP gcn_arch is estimated with (gimmik.targets.HIP:
-# its own, else nearest_arch's, else default_arch)
 HIP_ARCH_NEAREST = dict(HIP.nearest_arch)
 DEFAULT_HIP_ARCH = HIP.default_arch
 
 
 def hip_arch(gcn_arch):
-    """The name of the ARCHES entry a HIP gcn_arch (feature suffixes
-    allowed) is estimated with (see HIP_ARCH_NEAREST)."""
+    """The ARCHES name a HIP gcn_arch is estimated with."""
     if not isinstance(gcn_arch, str):
         raise TypeError(f'gcn_arch must be a str, not '
                         f'{type(gcn_arch).__name__}')
@@ -125,8 +60,7 @@ def hip_arch(gcn_arch):
 
 
 def moved_bytes(info, beta, n, itemsize):
-    """Bytes a C = A*B + beta*C kernel must move at the least: the used rows
-    of B read once, C written once and, when beta != 0, read once."""
+    """Least bytes C = A*B + beta*C must move."""
     return itemsize*n*(len(info.bix) + info.m*(2 if beta else 1))
 
 
@@ -135,8 +69,7 @@ def moved_bytes(info, beta, n, itemsize):
 
 @dataclass(frozen=True)
 class Work:
-    """What a candidate does per column of B and C, and how it is
-    launched."""
+    """What a candidate does per column, and how it is launched."""
     dram_bytes: float      # bytes from/to DRAM a column (B once, C)
     l2_bytes: float        # bytes asked of L2 a column (re-reads too)
     lds_bytes: float       # bytes through LDS/shared memory a column
@@ -149,32 +82,22 @@ class Work:
     row_groups: int
     straight: bool         # one pass per thread (no loop over k or tiles)
     waits: float = 1       # memory round trips a block waits for in turn
-    # bytes of B a block reads more than once (beyond dram_bytes): its
-    # working set, which must stay in cache for the re-reads to hit
+    # B bytes a block re-reads: must stay cached for the re-reads to hit
     reread_set: float = 0.0
-    # the re-reads are a thread's own (L1 can serve them), not other
-    # blocks' (L2 at best)
+    # re-reads are a thread's own, so L1 can serve them
     reread_local: bool = False
-    # instructions of the unrolled code the unit's waves walk (0: a loop
-    # that stays in the instruction cache)
+    # unrolled instructions the waves walk (0: a loop in the icache)
     code: float = 0.0
-    # the FMAs take their B operands from LDS between a chunk's barriers
-    # (issued LDS_FED_SLOWDOWN times slower than register-fed code)
+    # FMAs take B from LDS between barriers (LDS_FED_SLOWDOWN)
     lds_fed: bool = False
-    # the waves of a block take this many disjoint paths through the
-    # unrolled code (a switch over the wave's rows: each runs ~1/paths)
+    # disjoint paths a block's waves take through the unrolled code
     wave_paths: int = 1
 
 
 def stream_work(kern, b_rows, lds=0.0, stage=None, waits=1, loads=None,
                 reread=None, stack=1, l2_rows=None):
-    """Work of the one-thread-per-column families: b_rows rows of B read
-    a column; a thread's loads of B all in flight (unrolled, hoisted)
-    up to its registers, or `stage` bytes a thread where B is staged in
-    `waits` chunks one after the other; loads: load instructions a thread
-    (default b_rows); stack: row groups a block, each taking its own path
-    through the unrolled code; l2_rows: B rows a column read from L2
-    where a block's groups share them through L1 (default b_rows)."""
+    """Work of the one-thread-per-column families reading b_rows B rows a
+    column (stage: bytes a thread where B is staged in `waits` chunks)."""
     mm, info, size = kern.mm, kern.info, kern.itemsize
     g = kern.geometry()
     w = g.width
@@ -187,8 +110,6 @@ def stream_work(kern, b_rows, lds=0.0, stage=None, waits=1, loads=None,
     dram = len(info.bix)*size + c_rw
     l2 = (reread if reread is not None
           else b_rows if l2_rows is None else l2_rows)*size + c_rw
-    # an FMA a non-zero, a load a used B row and a store a row of C, per
-    # thread; a wave does `lanes` columns (width each)
     loads = b_rows if loads is None else loads
     warps_col = threads / cols*groups / kern.warp
     instr = ((info.nnz + loads + info.m) / kern.warp
@@ -202,10 +123,8 @@ def stream_work(kern, b_rows, lds=0.0, stage=None, waits=1, loads=None,
 
 def gemm_work(kern, m_blocks, live_rows, block_m, block_k, stage_bytes,
               a_bytes, depth=1):
-    """Work of the 2-D tiled tensor-core families: m_blocks row groups,
-    live_rows[mb] rows of B each reads a column (whole stages), tiles of
-    block_m x block_k multiplied on the matrix units; stage_bytes of B
-    and A a block has in flight."""
+    """Work of the 2-D tiled tensor-core families (live_rows[mb]: B rows
+    row group mb reads a column)."""
     mm, info, size = kern.mm, kern.info, kern.itemsize
     g = kern.geometry()
     threads = g.block[0]*g.block[1]*g.block[2]
@@ -213,8 +132,7 @@ def gemm_work(kern, m_blocks, live_rows, block_m, block_k, stage_bytes,
     rows = float(np.sum(live_rows))
     dram = len(info.bix)*size + c_rw
     l2 = rows*size + c_rw
-    # B written to LDS once and read by each wave row; A's slabs a block
-    # amortised over its columns
+    # B through LDS twice; A's slabs amortised over a block's columns
     lds = rows*size*2 + a_bytes / (g.cols_per_block or 1)
     mflops = 2.0*block_m*rows
     instr = mflops / (2*16*16*4) + rows / kern.warp
@@ -226,8 +144,7 @@ def gemm_work(kern, m_blocks, live_rows, block_m, block_k, stage_bytes,
 
 
 def work(mm, cand, dtype):
-    """The :class:`Work` of candidate `cand` of generator `mm` (its
-    family's, Family.work)."""
+    """The :class:`Work` of candidate `cand` of generator `mm`."""
     return mm.kernel(cand, dtype).work()
 
 
@@ -236,12 +153,7 @@ def work(mm, cand, dtype):
 
 @dataclass(frozen=True)
 class Facts:
-    """A compiled kernel's facts.  registers: 32-bit registers a thread
-    (HIP: arch VGPRs + AGPRs); waves: resident waves per SIMD where the
-    compiler says (clang's Occupancy), else None (computed from
-    registers and shared bytes); instructions: the kernel's static
-    instruction count, None where unknown; full_waits: waits for every
-    outstanding memory operation (HIP vmcnt(0)), None where unknown."""
+    """A compiled kernel's facts (None: unknown; waves: per SIMD)."""
     registers: int
     shared: int = 0
     spill_bytes: int = 0
@@ -269,8 +181,8 @@ def facts_from_ptxas(registers, shared=0, local=0, instructions=None):
 
 
 def plan_facts(mm, cand, dtype):
-    """Facts from the family's own estimates, for want of a compiler; on
-    HIP also the full waits clang-19 gives the loads of C (c_row_waits)."""
+    """Facts from the family's own estimates, for want of a compiler; HIP
+    adds C's row waits (nvcc's code does not pay them)."""
     kern = mm.kernel(cand, dtype)
     regs = kern.registers()
     if regs is None:
@@ -284,15 +196,8 @@ def plan_facts(mm, cand, dtype):
 
 
 def c_row_waits(kern):
-    """Full waits a thread makes for loads of C where C is read (beta !=
-    0, not preloaded): one a row it finishes (Family.finish_rows),
-    clang-19 not hoisting the load above the stores of earlier rows.  A
-    cstream of m rows with beta != 0 waits for all loads about m times
-    (p4-hex-m6: 391 for 375 rows; p5-hex-m6: 658 for 648; p6-pri-m6:
-    577 for 588; bstream-msplit with 4 waves, p5-hex-m3: 81 for 54 rows
-    a wave).  nvcc's code does not pay it on the H100 (the CUDA
-    validation loses 7 points on the ordered walk file with it), so the
-    CUDA facts have none."""
+    """HIP full waits for C's loads: one a finished row, as clang-19 does
+    not hoist them above earlier stores (hip-family-waits.csv)."""
     if not kern.mm.beta or kern.params.get('preload_c'):
         return 0
     return kern.finish_rows() or 0
@@ -302,9 +207,7 @@ def c_row_waits(kern):
 
 
 def resident_blocks(a, facts, block_threads):
-    """Blocks of block_threads threads resident on one unit of arch a,
-    from the registers, the shared bytes, the wave and block limits (and
-    the compiler's waves per SIMD where it gives them)."""
+    """Blocks of block_threads threads resident on one unit of arch a."""
     waves_block = -(-block_threads // a.lanes)
     regs = max(1, -(-facts.registers // a.reg_granule)*a.reg_granule)
     waves_simd = a.max_waves // a.simds
@@ -330,12 +233,9 @@ class Estimate:
 
 
 def estimate(w, facts, a, n, moved_bytes=None, client_div=None):
-    """The :class:`Estimate` of a candidate doing :class:`Work` w with
-    :class:`Facts` facts on :class:`Arch` a for n columns.  moved_bytes:
-    the least bytes the product must move (default w.dram_bytes*n), for
-    the copy fraction.  client_div: the client launches ceil(n/client_div)
-    blocks whatever the contract (PyFR main's HIP grid; a block walks the
-    contract's blocks in turn), else the contract's grid."""
+    """The :class:`Estimate` of :class:`Work` w with facts on arch a for n
+    columns (client_div: the client launches ceil(n/client_div) blocks);
+    ValueError for n <= 0."""
     if n <= 0:
         raise ValueError(f'n must be positive, not {n}')
     nblk_cols = -(-int(n) // max(1, w.cols_per_block))
@@ -353,21 +253,16 @@ def estimate(w, facts, a, n, moved_bytes=None, client_div=None):
     inflight = max(inflight, 8.0)
     spill = 2.0*facts.spill_bytes*w.block_threads*grid / n
     reread = _reread_split(w, a, per_unit, concurrent)
-    # a thread waits once for each registers' worth of its loads; a
-    # straight kernel of row groups (one a block, a switch over them) runs
-    # 1/row_groups of the full waits the compiler counts in it
+    # a block runs only its row group's share of the kernel's waits
     waits = max(w.waits, (facts.full_waits or 0)
                 / (max(1, w.row_groups) if w.straight else 1))
     if w.straight and w.inflight > room:
         waits = max(waits, -(-int(w.inflight) // room))
-    # the busiest unit gets ceil(grid / units) blocks: the terms of a
-    # unit's own pipes scale with it, not with the mean
+    # per-unit pipes scale with the busiest unit, not the mean
     imbalance = -(-grid // a.units) / (grid / a.units)
     clock = a.clock_hz*a.units / imbalance
     waves_simd = per_unit*-(-w.block_threads // a.lanes) / a.simds
     busy = min(1.0, waves_simd / BUSY_WAVES)
-    # unrolled code beyond the instruction cache issues at the rate its
-    # misses are served
     code = facts.instructions if facts.instructions else w.code
     busy /= min(ICACHE_MISS_SLOWDOWN, max(1.0, code / a.icache_instr))
     dram = n*(w.dram_bytes + reread['dram'])
@@ -397,11 +292,7 @@ def estimate(w, facts, a, n, moved_bytes=None, client_div=None):
 
 
 def _dram_time(nbytes, grid, concurrent, block_bw, a):
-    """Seconds to move nbytes over DRAM in rounds of `concurrent` blocks
-    of the grid's `grid`, each block at most block_bw bytes/s (its bytes
-    in flight over one latency, Little's law): full rounds at
-    min(copy bandwidth, concurrent*block_bw), the last partial round at
-    its own blocks' rate."""
+    """DRAM seconds in rounds of `concurrent` blocks (Little's law)."""
     per_block = nbytes / grid
     full, rest = divmod(grid, concurrent)
     t = full*concurrent*per_block / min(a.copy_bw, concurrent*block_bw)
@@ -411,17 +302,13 @@ def _dram_time(nbytes, grid, concurrent, block_bw, a):
 
 
 def _round_trip(w, a):
-    """The mean latency of a block's loads: DRAM for the bytes first read,
-    L2 for the re-reads."""
+    """Mean latency of a block's loads."""
     first = w.dram_bytes / max(w.l2_bytes, w.dram_bytes)
     return first*a.latency_s + (1 - first)*a.l2_latency_s
 
 
 def _reread_split(w, a, per_unit, concurrent):
-    """Where a column's re-read bytes (w.l2_bytes beyond w.dram_bytes) are
-    served: L1 where they are a thread's own and the unit's resident
-    blocks' working sets fit its L1; else L2 for the part of the
-    concurrent blocks' working sets L2 holds, DRAM for the rest."""
+    """Where a column's re-read bytes are served: L1, L2 or DRAM."""
     reread = max(0.0, w.l2_bytes - w.dram_bytes)
     if not reread or not w.reread_set:
         return {'l2': reread, 'dram': 0.0}
@@ -432,10 +319,8 @@ def _reread_split(w, a, per_unit, concurrent):
 
 
 def _instructions(w, facts, a, grid, n):
-    """Wave instructions a column: the compiler's count (the share a wave
-    runs: 1/row_groups of a kernel switching over row groups, of that
-    1/wave_paths where its waves switch over their rows) times the waves
-    of the grid for straight-line kernels, else the plan's estimate."""
+    """Wave instructions a column: the compiler's share a wave runs, else
+    the plan's."""
     if facts.instructions is not None and w.straight:
         waves = grid*-(-w.block_threads // a.lanes)
         per_wave = facts.instructions / (max(1, w.row_groups)
@@ -445,14 +330,13 @@ def _instructions(w, facts, a, grid, n):
 
 
 def estimate_candidate(mm, cand, dtype, arch_name, n, facts=None):
-    """The :class:`Estimate` of one candidate of generator mm for n
-    columns on arch_name (facts: the compiler's, else the plan's)."""
+    """The :class:`Estimate` of one candidate of mm (facts: else the
+    plan's)."""
     a = arch(arch_name)
     if facts is None:
         facts = plan_facts(mm, cand, dtype)
     w = work(mm, cand, dtype)
     size = np.dtype(dtype).itemsize
-    # n at run time: the grid PyFR main's HIP provider launches
     div = (mm.kernel(cand, dtype).geometry().block[0]
            if mm.runtime_client_grid else None)
     return estimate(w, facts, a, n, moved_bytes(mm.info, mm.beta, n, size),
@@ -461,10 +345,8 @@ def estimate_candidate(mm, cand, dtype, arch_name, n, facts=None):
 
 # -- the order ---------------------------------------------------------------
 
-# Among the first FIRST candidates at most MAX_PER_FAMILY of one family
-# while candidates of other families are left (PyFR times 8) whose
-# estimate is within DIVERSE_WITHIN of the best: a family the estimate
-# puts that far behind is no hedge against its errors
+# a family per FIRST (PyFR times 8) hedges the estimate's errors, unless
+# DIVERSE_WITHIN times slower
 FIRST = 8
 MAX_PER_FAMILY = 3
 DIVERSE_WITHIN = 2.0
@@ -472,10 +354,8 @@ DIVERSE_WITHIN = 2.0
 
 def diverse(items, family_of, first=FIRST, per_family=MAX_PER_FAMILY,
             eligible=None):
-    """items (best first) reordered so that among the first `first` no
-    family has more than per_family while another family still has an
-    eligible item (eligible(x), default every item); the rest keep their
-    order."""
+    """items (best first) with at most per_family of a family among the
+    first `first` while an eligible other is left."""
     eligible = eligible or (lambda x: True)
     left, out, count = list(items), [], {}
     while left and len(out) < first:
@@ -491,16 +371,13 @@ def diverse(items, family_of, first=FIRST, per_family=MAX_PER_FAMILY,
     return out + left
 
 
-# Columns estimated where neither the caller nor the generator gives n:
-# PyFR's panel of a 22k-element hex mesh (bench/pyfr/pyfr_walk.py)
+# n where none is given: PyFR's panel of a 22k-element hex mesh
 DEFAULT_N = 110080
 
 
 def rank(mm, cands, dtype, arch_name, n=None, facts=None):
-    """cands ordered by estimated time on arch_name for n columns (default
-    the generator's n, else DEFAULT_N), with family diversity among the
-    first FIRST.  facts: {variant: Facts} or a callable(cand) -> Facts;
-    missing ones come from the plan.  Returns [(cand, Estimate)]."""
+    """[(cand, Estimate)] by estimated time, with family diversity (facts:
+    {variant: Facts} or callable(cand), else the plan's)."""
     n = n or mm.n or DEFAULT_N
     out = []
     for i, c in enumerate(cands):
@@ -515,10 +392,7 @@ def rank(mm, cands, dtype, arch_name, n=None, facts=None):
 
 
 def add_isa_estimates(mm, rows, dtype, n=None):
-    """Add est_us, est_copy_frac and est_bound to gimmik.isa report rows
-    (each with 'variant' and 'arch') of HIP generator mm's candidates,
-    estimated from their reports for n columns (default as rank) with
-    the constants of hip_arch(arch), as the offering order is."""
+    """Add est_us, est_copy_frac and est_bound to gimmik.isa report rows."""
     n = n or mm.n or DEFAULT_N
     by_arch = {}
     for r in rows:
