@@ -51,6 +51,13 @@ MIN_REGISTER_CAP = 168
 LONG_KERNEL_TERMS = 800
 LONG_REGISTER_FACTOR = 2.75
 
+# ptxas keeps the f64 values of A a thread's code uses more than once in
+# registers (two each), which no estimate counts: a family with
+# long_min_blocks gets one block an SM where a thread's code reuses at
+# least HOISTED_VALUES of them (docs/cuda-spills.md: 384-533 spilled at 168
+# registers or at ptxas's own 80; the suites' others reuse at most 258).
+HOISTED_VALUES = 320
+
 # SHARED_ROWS: cstream-mblock's groups by shared B rows (rows mblock-s*;
 # the partitioned ones, mblock-p*, alike), as ptxas (CUDA 13, sm_90)
 # compiled them on the PyFR suites at n = 110080 baked and at run time
@@ -455,7 +462,9 @@ class CUDAMatMul(MatMul):
         est = kern.registers()
         sm90 = tuple(kern.opts.get('compute_capability', (9, 0))) >= (9, 0)
         if (sm90 and kern.long_min_blocks
-                and kern.thread_terms() >= LONG_KERNEL_TERMS):
+                and (kern.thread_terms() >= LONG_KERNEL_TERMS
+                     or kern.itemsize == 8
+                     and (kern.recurring_values() or 0) >= HOISTED_VALUES)):
             ctx['minblocks'] = kern.long_min_blocks
             return ctx
         free = kern.free_registers

@@ -204,6 +204,11 @@ class Family:
         """A's non-zeros a thread's unrolled code runs."""
         return self.info.nnz
 
+    def recurring_values(self):
+        """The most recurring() values in one thread's code (None: not
+        known); ptxas keeps such f64 constants in registers."""
+        return None
+
     def long_kernel(self, min_terms):
         """Whether the candidate is a register-resident unrolled kernel of
         at least min_terms terms a thread (CUDA budgets such kernels'
@@ -302,6 +307,15 @@ class Family:
     @property
     def warp(self):
         return self.mm.warp_size(self.opts)
+
+
+def recurring(values):
+    """Distinct non-zero |values| used more than once, less those an f64
+    multiply takes as an immediate (low 32 bits zero: 1.0, 0.5...)."""
+    v = np.abs(np.asarray(values, dtype=np.float64).ravel())
+    v = v[(v != 0) & (v.view(np.uint64) & np.uint64(0xffffffff) != 0)]
+    _, counts = np.unique(v, return_counts=True)
+    return int((counts > 1).sum())
 
 
 _FAMILIES = None

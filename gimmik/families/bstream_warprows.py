@@ -10,7 +10,7 @@ from dataclasses import replace
 import math
 
 from gimmik import cost, plans
-from gimmik.families import Family, Geometry
+from gimmik.families import Family, Geometry, recurring
 
 
 class BstreamWarpRows(Family):
@@ -51,6 +51,11 @@ class BstreamWarpRows(Family):
     def thread_terms(self):
         # a warp's rows
         return self.info.nnz / self.params['msplit']
+
+    def recurring_values(self):
+        # warp y's code: rows y, y + msplit, ...
+        ms = self.params['msplit']
+        return max(recurring(self.A[y::ms]) for y in range(ms))
 
     def work(self):
         g, size = self.geometry(), self.itemsize
