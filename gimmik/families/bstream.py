@@ -1,7 +1,6 @@
-"""bstream: one thread per column group; the used rows of B are walked
-once, each updating every row of C it touches in registers (HIP, CUDA and
-C); on HIP B's rows and C's old values are loaded in runs of batch_loads
-before they are consumed."""
+"""bstream: one thread per column group; the used rows of B are walked once,
+each updating every row of C it touches in registers (HIP, CUDA and C); on
+HIP loaded in runs of batch_loads, so a wave waits once a run."""
 
 from gimmik import plans
 from gimmik.families import FREE_REGISTER_ESTIMATE, Family, Geometry
@@ -11,9 +10,8 @@ class Bstream(Family):
     name = 'bstream'
     free_registers = FREE_REGISTER_ESTIMATE
     register_resident = True
-    # HIP: one copy of the body, so one wait for loads a kernel too small
-    # for a batch (bstream/width2 of p1-tri-m0: 2 full waits on 6 loads,
-    # one a copy)
+    # HIP: one copy of the body, so one wait for loads a kernel too small for a
+    # batch (bstream/width2 of p1-tri-m0: 2 full waits on 6 loads, one a copy)
     padded_tail = True
 
     def geometry(self):
@@ -25,9 +23,7 @@ class Bstream(Family):
 
     def runs(self):
         """(B runs, C runs) where the platform loads in runs (None, None
-        elsewhere): B runs are lists of the plan's ColPlans, loaded
-        together, C runs (rows, rows of them whose old value is read)
-        where beta != 0, else None."""
+        elsewhere)."""
         size = self.mm.target.batch_loads
         if size is None:
             return None, None

@@ -1,19 +1,6 @@
-"""bstream-msplit (HIP, CUDA): the rows of A split across a block's
-msplit warps, the used rows of B staged through a double-buffered chunk of
-bsz rows in shared memory.
-
-Where the platform batches loads (Target.batch_loads), a warp's share of
-several chunks is loaded at once (plans.msplit_plan's load batches of at
-least that many loads a thread) by one code for every warp, the row a warp
-loads selected by its wave-uniform index (plans.msplit_stage_rows), and
-written to LDS by one code; preloaded C is loaded with the first batch
-and C's old values, read after the last chunk, in runs of that many
-accumulator positions (cruns), each loaded by one code and waited for
-once; where C's loads or B's are fewer than a batch, C's are loaded with
-the last batch (c_joins).  On HIP a wave then waits for all its loads
-once a batch or run, not once a case, a chunk or a row.  A candidate
-whose batches and runs take the estimate past the register limit is not
-offered."""
+"""bstream-msplit (HIP, CUDA): the rows of A split across a block's msplit
+warps, the used rows of B staged through a double-buffered chunk of bsz rows in
+shared memory; on HIP loaded in batches so a wave waits once a batch."""
 
 from dataclasses import replace
 from functools import cached_property
@@ -25,13 +12,7 @@ from gimmik.families import Family, Geometry
 class BstreamMsplit(Family):
     name = 'bstream-msplit'
     # HIP, one column a thread, f32: compiled without packed f32 math
-    # (kernels/hip/base.mako): its waves' cases of scalar FMAs on LDS
-    # values gain nothing from pairing rows, and the pairs held registers
-    # of loads still in flight, waited for in full (f32
-    # bstream-msplit/width1, 8 operator x arch x n cases of the offer
-    # audit: 4-7 full waits on 26-50 loads, 1-4 without; bstream-mgroup/
-    # width1, 18 candidates of 6 operators: 25 -> 10 on 363 loads, 15 -> 8
-    # on 220, none more; VGPRs equal or fewer, waves equal)
+    # (kernels/hip/base.mako): pairs held registers of loads in flight
     no_packed_f32 = True
 
     @property
@@ -46,13 +27,9 @@ class BstreamMsplit(Family):
 
     @property
     def min_loads(self):
-        """The loads a warp issues a batch (Target.batch_loads), or None
-        where the platform does not batch (one chunk a batch, no runs of
-        C).  Where batches take the register estimate past the limit the
-        candidate is not offered (MatMul.registers_fit): one chunk a batch
-        and C a row at a time would wait for every few loads (4 a chunk at
-        bsz 8 and msplit 2: 29 full waits on 113 loads, clang-19,
-        gfx942)."""
+        """The loads a warp issues a batch (Target.batch_loads), or None where
+        the platform does not batch; one chunk a batch would wait every few
+        loads."""
         return self.mm.target.batch_loads
 
     def geometry(self):
@@ -84,11 +61,9 @@ class BstreamMsplit(Family):
         return plans.wave_runs(self._c_reads(plan), min_loads)
 
     def cruns(self):
-        """Runs of accumulator positions whose old C values every wave
-        loads together (one code for every wave: position a of wave y is
-        row groups[y][0] + a) after the last chunk, or None: each row
-        reads its own (no batching, C preloaded or beta 0).  Where C
-        joins the last load batch (c_joins), one run."""
+        """Runs of accumulator positions whose old C values every wave loads
+        together (one code for every wave: position a of wave y is row
+        groups[y][0] + a) after the last chunk, or None."""
         cruns = self._cruns(self.plan, self.min_loads)
         if cruns and self.c_joins():
             return [[a for run in cruns for a in run]]
@@ -110,10 +85,8 @@ class BstreamMsplit(Family):
             self.registers_of(self._live(plan, cruns, True)) <= limit
 
     def c_joins(self):
-        """Whether C's old values are loaded with the last load batch (so
-        that a wave waits once for both): where C's loads or the staged
-        B's are fewer than a batch (either alone would wait for fewer
-        than batch_loads loads) and the register estimate allows."""
+        """Whether C's old values are loaded with the last load batch (so that
+        a wave waits once for both)."""
         return self._joins
 
     def c_positions(self):

@@ -6,9 +6,7 @@ from gimmik import cost, plans
 from gimmik.families import (FREE_REGISTER_ESTIMATE, REGISTER_MARGIN,
                              Family, Geometry)
 
-# Registers a CUDA cstream with loads at every use (ld 'reload') is given
-# room for at least: ptxas hoists the loads anyway, merging repeated loads
-# of a B row, so it holds at least what the cstream holding B does.
+# ld 'reload' room: ptxas hoists and merges the loads anyway
 RELOAD_REGISTERS = 72
 
 # Loads a cstream with loads at every use (ld 'reload') has in flight
@@ -42,9 +40,8 @@ class Cstream(Family):
         info = self.info
         if self.params.get('ld') != 'reload':
             return super().work()
-        # a load at every use (L1 hits after the first), a few in flight
-        # the loads past the first of each B row are L1 hits: they
-        # use the L1/shared data path (one data path on NVIDIA)
+        # a load at every use: L1 hits after the first, through the shared
+        # data path (NVIDIA)
         return cost.stream_work(self, len(info.bix), loads=info.nnz,
                                 lds=(info.nnz - len(info.bix))*self.itemsize,
                                 stage=RELOAD_INFLIGHT*self.itemsize,

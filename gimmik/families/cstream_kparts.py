@@ -1,24 +1,8 @@
-"""cstream-kparts: the used columns of A split into `parts` parts of
-similar non-zeros (analysis.ksplit_ranges), A's rows into `groups`
-contiguous row groups, one a block (as cstream-mblock's).  A block's
-warps go through the parts in turn, a barrier between them; within a
-part, the rows with terms there are grouped by the B rows they share
-(analysis.shared_row_groups, at most `shared` B rows a group) and the
-groups dealt to the block's `warps` warps (where the platform batches
-loads, a warp's consecutive groups merged into batches of batch_loads B
-rows or more: one wait for them).  A row of C whose terms fall
-in several parts keeps its partial sum in shared memory (a slot, one
-value a column) from its first part to its last, which stores it.
-
-So each B row is read once a row group: on tensor-product gradients'
-transposes (rows summing a derivative along each of the three lines
-through a point, the parts being the three derivatives) a part's groups
-are lines, which share no B row, where any grouping of whole rows reads
-a B row several times.  Exchange slots cost shared memory: a row group's
-rows in several parts times the warp's columns.
-
-Table parameter ``blocks`` (optional, see Family.launch_blocks): the
-blocks per SM the CUDA launch bound asks ptxas to fit."""
+"""cstream-kparts: A's used columns in `parts` parts, its rows in `groups`
+row groups, one a block; a part's rows grouped by shared B rows, partial
+sums kept in shared memory.  So each B row is read once a row group: on
+tensor-product gradients' transposes a part's groups are lines sharing no
+B row, where any grouping of whole rows reads it several times."""
 
 from dataclasses import dataclass
 
@@ -39,11 +23,8 @@ KPARTS_MAX_READS = 1.5
 # transposes 0.2-0.3; where whole rows share their B rows as well, as on
 # small or dense operators, 1: cstream-mblock's groups do)
 KPARTS_MAX_READS_SHARED = 0.5
-# ... and on operators of at most this many non-zeros: on the H100 at
-# n = 110080 a 3888-non-zero operator ran at 0.95-0.97 of copy (0.89 for
-# cstream-mblock), a 7056-non-zero one at 0.47-0.74 in every shape tried
-# (0.79): every warp of a block runs its own long unrolled code in each
-# part
+# ... and at most this many non-zeros: beyond, every warp's own long unrolled
+# code a part made it slow (H100)
 KPARTS_MAX_NNZ = 4096
 
 
@@ -77,11 +58,8 @@ class KpartsBlock:
 
 
 def kparts_plan(A, groups, parts, shared, warps, min_loads=None):
-    """[KpartsBlock of each of A's `groups` contiguous row groups (empty
-    ones dropped)]: see the module docstring.  With min_loads (the
-    platform's batch_loads), a warp's consecutive groups are merged until
-    each loads at least that many B rows (the union of theirs): one wait
-    for them all."""
+    """[KpartsBlock of each of A's `groups` contiguous row groups (empty ones
+    dropped)]: see the module docstring."""
     S = np.asarray(A) != 0
     cols = [c for c in ksplit_ranges(A, parts) if c]
     out = []
@@ -216,9 +194,8 @@ class CstreamKparts(Family):
                    for part in blk.parts for warp in part for g in warp)
 
     def work(self):
-        # each group's B rows read once; the partial sums of the rows
-        # crossing parts go through shared memory (a write, reads and a
-        # last read)
+        # each group's B rows read once; the partial sums of the rows crossing
+        # parts go through shared memory (a write, reads and a last read)
         slots = sum(blk.slots for blk in self.plan)
         return cost.stream_work(self, kparts_reads(self.plan),
                                 lds=3*slots*self.itemsize)

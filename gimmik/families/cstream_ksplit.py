@@ -1,22 +1,7 @@
-"""cstream-ksplit (HIP, CUDA): the used columns of A split across a
-block's ksplit warps; partial sums handed to each row's owner through
-shared memory.
-
-Where the platform batches loads (Target.batch_loads), a warp's B values are
-loaded by one code for every warp (the row a warp loads selected by its
-wave-uniform index: stage_rows) and waited for once before the warps'
-cases sum them, and C's old values, read in the finish, in runs of that
-many of an owner's rows (cruns), each loaded by one code for every warp
-and waited for once; where C's loads or B's are fewer than a batch, C's
-are loaded with B's (c_joins).  On HIP a wave then waits for all its
-loads once a batch or run, not once a case or a row.
-
-Where loads are not batched (CUDA), a row may name `chunk`: the rows go
-in passes of that many (plan.passes), each summed, exchanged through one
-of two shared buffers and finished before the next, and a warp loads each
-B value where it first needs it.  A thread then holds a pass's owned sums
-and the B values between their first and last use, not every owned sum
-and every B value: the k-split of operators whose one pass spills."""
+"""cstream-ksplit (HIP, CUDA): the used columns of A split across a block's
+ksplit warps; partial sums handed to each row's owner through shared memory.
+On CUDA a row may name `chunk`, rows in passes, so a thread holds one pass's
+sums: the k-split of operators whose one pass spills."""
 
 from dataclasses import replace
 from functools import cached_property
@@ -25,20 +10,13 @@ from gimmik import cost, plans
 from gimmik.families import Family, Geometry
 
 
-# The register limit of the k-split in passes (CUDA): its estimate (a
-# pass's sums, the B values between first and last use) was 0.5-0.86 of
-# what ptxas (sm_90) used, 255 at most, never spilling, on the PyFR suite's
-# wide operators (estimates 74-214)
+# k-split in passes (CUDA): under this estimate ptxas never spilled it
 CHUNKED_MAX_REGISTERS = {'cuda': 216}
-# ... and it is offered on operators sparser than this: on denser ones
-# (long rows of terms) ptxas used 255 registers and spilled where the
-# estimate was 192 (p7-tet-m3 thinned to 8192 and 16384 non-zeros,
-# densities 0.47 and 0.95); it was measured on densities 0.03-0.17
+# ... offered sparser than this: denser, ptxas spilled under the estimate
 CHUNKED_MAX_DENSITY = 0.25
-# ... and on wide operators only: at least this many rows of B used a row
-# of C (on square ones it was no faster than cstream-mblock, and ptxas
-# spilled it on pyramid and prism operators of beta 1 at estimates
-# 126-210)
+# ... and on wide operators only: at least this many rows of B used a row of C
+# (on square ones it was no faster than cstream-mblock, and ptxas spilled it on
+# pyramid and prism operators of beta 1 at estimates 126-210)
 CHUNKED_MIN_WIDTH = 2
 
 

@@ -1,23 +1,7 @@
-"""cstream-mblock: the rows of A split into row groups, one group per
-block (row_groups blocks per column tile); within a group it is cstream,
-its rows computed in load batches (Family.cstream_batches: batched where
-C is read or where one row a batch would wait too often).
-
-The groups are either `groups` contiguous groups of similar work
-(analysis.balanced_row_groups), or, with `shared`, the rows grouped by the
-rows of B they share, at most `shared` B rows a group
-(analysis.shared_row_groups), or, with `part`, about `part` rows a group
-(m/part groups, rounded up) cut by analysis.partition_rows to read few B
-rows together: a B row several groups use is read from L2 once a group,
-and on tensor-product operators contiguous groups cut apart the rows that
-share B rows.
-
-With `stack`, a block runs that many groups over the same columns, each on
-its own stream_threads threads, the groups paired by the B rows they share
-(stack_groups): a B row both read comes from L2 once a block and from L1
-after (H100, n = 110080, the hex divergence of 343 rows in 16 partitioned
-groups: 2.7 reads from L2 a used B row with one group a block, 2.1 with
-two; 0.90 -> 0.93 of copy)."""
+"""cstream-mblock: the rows of A split into row groups, one group per block,
+cstream within it; groups contiguous, by shared B rows (`shared`) or
+partitioned (`part`), since a B row several groups use is read from L2 once
+a group; `stack` groups a block share B rows through L1."""
 
 from functools import cached_property
 
@@ -29,37 +13,21 @@ from gimmik.analysis import (partition_rows, shared_row_groups,
 from gimmik.families import FREE_REGISTER_ESTIMATE, Family, Geometry
 
 
-# Shared and partitioned row groups are offered where they read at most
-# this fraction of the B rows contiguous groups of as many would (shared
-# groups on tensor-product gradients 0.2-0.5; where rows share little, as
-# on the divergence-like wide operators, 0.85 and more: contiguous groups
-# with more rows do as well there; partitioned groups on the hex
-# divergence 0.7)
+# Shared and partitioned row groups are offered where they read at most this
+# fraction of the B rows contiguous groups of as many would (shared groups on
+# tensor-product gradients 0.2-0.5; where rows share little, as on the
+# divergence-like wide operators, 0.85 and more: contiguous groups with more
+# rows do as well there; partitioned groups on the hex divergence 0.7)
 SHARED_MAX_READS = 0.75
 
 # Groups a block where a client launches one block a column tile
-# (MatMul.runtime_client_grid: PyFR main's HIP provider, ceil(n/block[0]))
-# and a row stacks none: one group a block, the groups run in a block in
-# turn; stacked, `RUNTIME_STACK` of them run at once (CUDA twin, H200,
-# n = 110080: one group a block ran 1.03-1.43x its own grid's time, four
-# 0.96-1.10x, bench/results/cuda-h200-grid-rules*.csv).  Two on HIP: a
-# block of more than 4 waves gets half a lane's VGPRs, and clang-19
-# spilled four (shared64 of p7-hex-m460: 256 VGPRs, 28 bytes of scratch)
+# (MatMul.runtime_client_grid) and a row stacks none: stacked they run at
+# once (cuda-h200-grid-rules*.csv); two on HIP, where clang-19 spilled four
 RUNTIME_STACK = 2
 
-# CUDA (cuda.SHARED_ROWS): the partitioned groups keep more B values live
-# than the shared ones (a group's rows share fewer B rows): the estimate's
-# live values (every B value from its first use to its last) gave 206-402
-# registers where ptxas compiled 254 without spill, so where each B value
-# feeds few of a group's terms (at most PART_MAX_REUSE on average) they are
-# bounded by their terms instead, with n baked only (PyFR's call): groups of
-# up to 684 non-zeros compiled without spill with n baked, from 648 some
-# spilled 16-56 bytes and from 727 all of them 152-1160 (p5/p6-hex-m132,
-# p6-hex-m460, each at 8-32 groups); with n at run time groups of 604-630
-# spilled 32-72 bytes, and so did a group of 19 rows of 570 non-zeros on 35 B
-# rows (a denser copy of a tet operator) with n baked
-# (bench/results/cuda-spill-audit-part*.csv).  Elsewhere they are budgeted by
-# the estimate as the shared groups are.
+# CUDA, n baked: partitioned groups reusing each B value little are bounded by
+# terms, not the estimate's live values, which overcounted ptxas
+# (cuda-spill-audit-part*.csv)
 PART_MAX_TERMS = 640
 PART_MAX_REUSE = 4
 
@@ -99,9 +67,7 @@ def group_terms(A, params):
 
 def stack_groups(A, rows, stack):
     """The groups `rows` reordered so that each run of `stack` consecutive
-    groups (one block's) shares many B rows: greedily, the first group not
-    yet placed, then the one whose used B rows overlap the run's most (the
-    first of equals)."""
+    groups (one block's) shares many B rows."""
     S = np.asarray(A) != 0
     used = [S[g].any(axis=0) for g in rows]
     left = list(range(len(rows)))
@@ -224,8 +190,7 @@ class CstreamMblock(Family):
 
     def work(self):
         # with stack groups a block, a B row the block's groups share comes
-        # from L2 once a block (L1 after); a thread loads its own group's
-        # rows
+        # from L2 once a block (L1 after); a thread loads its own group's rows
         return cost.stream_work(self, group_reads(self.A, self.group_rows),
                                 stack=self.params.get('stack', 1),
                                 l2_rows=group_reads(self.A, self.block_rows))

@@ -1,23 +1,12 @@
 """mfma-dense (HIP, f64): A densified into 16x4 tiles baked in the fragment
-order of v_mfma_f64_16x16x4f64 (gimmik.fragments.mfma); each block is
-(64, msplit) lanes covering 64 columns, B read directly (msplit 1) or
-staged through LDS chunks."""
+order of v_mfma_f64_16x16x4f64 (gimmik.fragments.mfma)."""
 
 from gimmik import cost
 from gimmik.fragments import mfma, mfma_tiled
 from gimmik.families import Family, Geometry
 
-# Registers of an mfma-dense wavefront (clang-19 on gfx90a and gfx942, the
-# PyFR suite: bench/results/hip-mfma-isa.csv): 32 AGPRs per m-tile it owns
-# (4 N-tiles x 4 doubles) plus up to AGPR_SLACK more, and at most
-# ARCH_VGPRS arch VGPRs on the LDS path (B staging registers, pipelined
-# fragments) and on the direct path, with n baked at a multiple of 64 (one
-# copy of the steps; the offered candidates of the suite reach 48 and 80).
-# With n at run time the copy for the block holding column n - 1 (clamped
-# loads) took up to 91 on either path.  Where beta*C is read, up to
-# ARCH_VGPRS_C_READ on either path (the 94 dense operators with beta 1, n
-# at run time: 94-104; 18 candidates the estimate above kept sat at 1
-# wave per SIMD, bench/results/hip-mfma-isa.csv of 2026-11-27).
+# Registers of an mfma-dense wavefront: 32 AGPRs an m-tile plus slack, arch
+# VGPRs by path and beta (clang-19, bench/results/hip-mfma-isa.csv)
 AGPR_SLACK = 8
 ARCH_VGPRS = {'lds': 88, 'direct': 48}
 ARCH_VGPRS_C_READ = 104

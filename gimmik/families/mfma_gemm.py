@@ -1,16 +1,7 @@
-"""mfma-gemm (HIP, f64): a 2-D tiled GEMM on v_mfma_f64_16x16x4f64 for
-dense operators too large for mfma-dense (gimmik.fragments.mfma_tiled: a
-workgroup owns an m-block x n-block of C, A's slices and B's tiles
-double-buffered through LDS, zero slabs of A skipped).
-
-Parameter ``reorder``: A runs with its rows and used columns in
-mfma_tiled.gemm_order's order (fewer live slabs; B's rows gathered, C's
-scattered through tables), the HIP side of CUDA's reordered mma-gemm for
-prism-like sparse operators (gimmik.hip's 'mfmasparse' rows).  Parameter
-``compact``: each m-block's stages run over its own used columns of A only,
-the rows in m-blocks of few used columns (gimmik.analysis.compact_order;
-B's rows by a table per m-block), the HIP side of CUDA's compact
-mma-gemm."""
+"""mfma-gemm (HIP, f64): a 2-D tiled GEMM on v_mfma_f64_16x16x4f64 for dense
+operators too large for mfma-dense (gimmik.fragments.mfma_tiled: a workgroup
+owns an m-block x n-block of C, A's slices and B's tiles double-buffered
+through LDS, zero slabs of A skipped)."""
 
 import numpy as np
 
@@ -30,11 +21,8 @@ class MfmaGemm(Family):
     @classmethod
     def adapt(cls, mm, params):
         """wm cut down so that the m-tiles spread evenly over the fewest
-        m-blocks, mwaves capped at the m-tiles; None below mt.MIN_WAVES
-        waves per SIMD by the estimate, for a row asking to reorder A
-        where gemm_order finds no order with fewer live slabs, and for a
-        compact row (reorder implied) where each m-block over its own
-        columns saves too little (gimmik.analysis.compact_worth_it)."""
+        m-blocks, mwaves capped at the m-tiles; None where the row gains
+        nothing (too few waves, no better order, compact not worth it)."""
         m, k = mm.info.m, mm.info.k
         p = dict(params)
         p['mwaves'] = min(p['mwaves'], -(-m // MFMA_M))

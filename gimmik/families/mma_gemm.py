@@ -1,22 +1,7 @@
-"""mma-gemm (CUDA, f64): a GEMM with 2-D block tiling on the FP64 tensor
-cores (m8n8k4, Hopper's m16n8k4/k8/k16); A's slices (a baked table, see
-gimmik.fragments.mma) and B's tiles staged through shared memory with
-cp.async; zero slabs of A skipped.  With ``reorder`` A runs with its rows
-and used columns in gimmik.fragments.mma.gemm_order's order (fewer live
-slabs): B's rows are gathered and C's rows scattered through tables.
-With ``compact`` each m-block's k loop runs over its own used columns of A
-only, the rows in m-blocks of few used columns, B's rows gathered through
-a table per m-block (gimmik.fragments.mma.gemm_compact_order).
-
-Table parameter ``blocks`` (optional, see Family.launch_blocks): the
-blocks per SM the launch bound asks ptxas to fit, where the platform's
-register budget would let ptxas use more registers and leave fewer blocks
-resident.  It does not change the plan.  Such a row is dropped where A's
-rows fill one m-block (every warp's m-tiles in use) and k is longer than
-ONE_BLOCK_MAX_K: ptxas (CUDA 13, sm_90) then needs more than the capped
-registers for the 64 x 64 tile (4-12 bytes spilled at 128 for m of 56-64
-and k of 64-252; none with k of 30-40, fewer m-tiles or two m-blocks or
-more, bench/results/cuda-spill-audit.csv)."""
+"""mma-gemm (CUDA, f64): a GEMM with 2-D block tiling on the FP64 tensor cores
+(m8n8k4, Hopper's m16n8k4/k8/k16), zero slabs of A skipped; `blocks` rows
+are dropped for one full m-block with k > ONE_BLOCK_MAX_K, where ptxas
+spilled the capped 64 x 64 tile (cuda-spill-audit.csv)."""
 
 import numpy as np
 
@@ -42,13 +27,8 @@ class MmaGemm(Family):
 
     @classmethod
     def adapt(cls, mm, params):
-        """Without the options that change nothing for this operator: cpre
-        where beta is 0, reorder where gemm_order finds no order with fewer
-        live slabs, skip where no m-block has a zero slab in the kernel's
-        order (the kernel is then the one without them); None for a row
-        naming blocks where A's rows fill one m-block and k >
-        ONE_BLOCK_MAX_K; compact (reorder and skip implied) only where
-        gimmik.analysis.compact_worth_it."""
+        """Without the options that change nothing for this operator; None
+        for a `blocks` row ptxas would spill."""
         p = dict(params)
         if p.get('blocks'):
             wm, nmb = mma.gemm_geometry(mm.info.m, mm.info.k,

@@ -1,7 +1,5 @@
-"""rowblock (C): looped, not unrolled.  A as constant tables; per block of
-columns the used rows of B packed contiguously; `rows` rows of C by `vw`
-columns of accumulators in registers (rows 1 is a plain sparse row loop).
-Compiles in under a second for any operator."""
+"""rowblock (C): looped, not unrolled, so it compiles in under a second
+for any operator."""
 
 from gimmik import plans
 from gimmik.families import Family, Geometry

@@ -1,23 +1,6 @@
 """Tiling of a constant operator A for matrix-core kernels, and the bake of A
-into the fragments of AMD's f64 MFMA.
-
-Plain Python over a float64 A, in two layers:
-
-* generic tiling (any tile shape, reusable by other dense families): the
-  used columns of A are compacted (B rows that A never reads are dropped:
-  "bix compaction"), A is zero-padded to whole tiles, and each tile is
-  marked zero or not;
-* the MFMA 16x16x4 bake: for every non-zero (m-tile, k-tile) the value each
-  of the 64 lanes of a wavefront feeds to
-  ``__builtin_amdgcn_mfma_f64_16x16x4f64``, plus the per-wavefront plan of the
-  mfma-dense HIP family (m-split, k-chunks staged through LDS).
-
-The lane layout is that of the shared MFMA facts document (section 1): with
-L the lane, g = L // 16 and t = L % 16, lane L supplies A[t][g] and B[g][t]
-and element v of its accumulator is D[4v + g][t].  A NumPy model of one
-instruction, :func:`mfma_f64_16x16x4`, lets the bake be checked against
-A @ B without a GPU.
-"""
+into the fragments of AMD's f64 MFMA (lane layout: the MFMA facts document,
+section 1; :func:`mfma_f64_16x16x4` models one instruction in NumPy)."""
 
 from dataclasses import dataclass
 
@@ -47,12 +30,7 @@ MAX_MTILES_PER_WAVE = 8
 # -- generic tiling ------------------------------------------------------
 @dataclass
 class Tiling:
-    """A padded, column-compacted and tiled copy of an operator.
-
-    ``kcols[s]`` is the column of A (row of B) in compacted slot s, or -1
-    for a padding slot; ``Apad`` is A[:, kcols] zero-padded to whole tiles;
-    ``nonzero[mt, kt]`` says whether tile (mt, kt) of Apad has a non-zero.
-    """
+    """A padded, column-compacted and tiled copy of an operator."""
     m: int
     k: int
     tm: int
@@ -138,11 +116,9 @@ def bake_mfma(A):
 
 
 def mfma_count(A, msplit=1):
-    """The number of v_mfma instructions an mfma-dense kernel for A with
-    msplit wavefronts contains (whatever the pipelining): one per N-tile for
-    every MFMA slot.  With one wavefront that is every non-zero tile; with
-    more, the wavefronts run the same code and a slot is a (k-tile, local
-    m-tile) where any wavefront has a non-zero tile."""
+    """The number of v_mfma instructions an mfma-dense kernel for A with msplit
+    wavefronts contains (whatever the pipelining): one per N-tile for every
+    MFMA slot."""
     bake = A if isinstance(A, MfmaBake) else bake_mfma(A)
     return mfma_plan(bake, min(msplit, bake.tiling.m_tiles)).mfma_count
 
@@ -197,26 +173,8 @@ def model_product(bake, B):
 # -- the per-wavefront plan of the mfma-dense family ----------------------
 @dataclass
 class MfmaPlan:
-    """mfma-dense: wavefront y owns the m-tiles y*per .. y*per + per - 1
-    (per = ``ntiles_per_wave``, capped at the m-tiles; ``groups[y]`` is the
-    range) and all wavefronts run the same, wave-uniform code: ``frags[y, s]``
-    is what the lanes of wavefront y feed to MFMA slot s, a zero fragment
-    where its tile is all-zero or does not exist.  A slot exists for every
-    (k-tile, local m-tile i) where some wavefront has a non-zero tile.
-
-    The active k-tiles are walked in ``chunks`` (lists of k-tiles; one per
-    k-tile on the direct path); ``work[q]`` lists, per k-tile of chunk q
-    with work, (k-tile, [(i, slot)]).  With LDS staging, chunk q occupies
-    ``4*len(chunks[q])`` rows of a buffer, loaded in staging slots:
-    ``stage[q][s][y]`` is (first buffer row, B rows) of what wavefront y
-    loads in its slot s, one row per load for scalar loads, two (one per
-    half-wavefront) for double2 loads; wavefront y's slot s is load
-    y + s*msplit of the chunk, so every wavefront runs the same code and
-    the last slot may have fewer wavefronts.  Padding rows (-1) get zeros.
-
-    ``steps`` is the kernel in order (:func:`mfma_steps`), the template
-    walks it; ``crun`` the runs of C rows it finishes (:func:`c_runs`).
-    """
+    """mfma-dense: wavefront y owns m-tiles ``groups[y]``, all run the same
+    code; ``steps`` (:func:`mfma_steps`) is what the template walks."""
     bake: MfmaBake
     msplit: int
     lds: bool
@@ -259,12 +217,9 @@ class MfmaPlan:
         return next(q for q, ch in enumerate(self.chunks) if kt in ch)
 
 
-# A kernel with n not baked at a multiple of WAVE keeps a copy of its steps
-# for full blocks (unguarded loads and stores) only where a block issues at
-# least this many global loads (twice the HIP load batch): the two copies
-# join at the tail (split_steps), where the block holding column n - 1 waits
-# once more; below it, one copy with clamped loads and guarded stores serves
-# every block.
+# A kernel with n not baked at a multiple of WAVE keeps a copy of its steps for
+# full blocks (unguarded loads and stores) only where a block issues at least
+# this many global loads (twice the HIP load batch)
 MIN_SPLIT_LOADS = 16
 
 
@@ -287,12 +242,10 @@ def block_loads(plan, beta):
 
 
 def code_paths(n, plan, beta):
-    """The copies of its steps an mfma-dense kernel for n columns (None: n
-    at run time) holds, as the kind of block each serves (True: full, its
-    64 columns inside n; False: the block holding column n - 1, or every
-    block): (True,) where n is a multiple of WAVE (every block launched is
-    full), (False,) where a block issues fewer than MIN_SPLIT_LOADS loads,
-    else (True, False)."""
+    """The copies of its steps an mfma-dense kernel for n columns (None: n at
+    run time) holds, as the kind of block each serves (True: full, its 64
+    columns inside n; False: the block holding column n - 1, or every
+    block)."""
     if n is not None and n % WAVE == 0:
         return (True,)
     if block_loads(plan, beta) < MIN_SPLIT_LOADS:
@@ -332,33 +285,10 @@ def wave_groups(m_tiles, msplit):
 
 
 def mfma_steps(work, lds, pipe, nbuf=1, nruns=1):
-    """The kernel of an mfma-dense plan as a list of steps, in the order
-    their code runs:
-
-    ('a', kt, slots)  load those fragments of k-tile kt (global memory)
-    ('b', kt)         direct path: load B's rows of k-tile kt
-    ('s', q)          LDS path: load chunk q's staging slots
-    ('w', q, buf)     ... and write them to LDS buffer buf
-    ('sync',)         a block barrier
-    ('r', kt, buf)    LDS path: read k-tile kt's B from buffer buf
-    ('m', kt)         the MFMAs of k-tile kt
-    ('l', r)          load C's old values of run r of crun (beta != 0)
-    ('f', r)          C's final values of run r
-
-    The rule that keeps loads in flight across every wait but the last:
-    no step waits for the newest load issued before it, at the least
-    register cost.  The direct path at pipe 1 loads B of k-tile j + 1
-    after the fragments of k-tile j, before its MFMAs.  Elsewhere a k-tile
-    j's fragments but its first (the head) are loaded just before its
-    MFMAs, then the head of k-tile j + 1; on the direct path at pipe 0, B
-    of k-tile j between the two.  On the LDS path pipe >= 1 loads chunk
-    q + 1 before the MFMAs of chunk q and writes it to the other buffer
-    after them; pipe 0 loads chunk q + 1 after them, and the fragment
-    loads of the first k-tile of chunk q + 1 go right after that chunk's
-    loads, before its LDS write.  pipe 2 reads each k-tile's B from LDS one
-    k-tile ahead of its MFMAs.  C's old values are loaded a run ahead:
-    run 0 just before the last MFMAs, run r + 1 before the final values of
-    run r (nruns runs)."""
+    """The kernel as steps in code order: ('a', kt, slots) fragments, ('b', kt)
+    B direct, ('s', q) stage, ('w', q, buf) LDS write, ('sync',), ('r', kt,
+    buf) LDS read, ('m', kt) MFMAs, ('l', r) / ('f', r) C's run r; no step
+    waits for the newest load before it, at the least register cost."""
     kts = [kt for items in work for kt, _ in items]
     slots = {kt: tuple(s for _, s in ts) for items in work for kt, ts in items}
     nxt = dict(zip(kts, kts[1:]))
@@ -468,9 +398,7 @@ def index_expr(values, var, vmax, offset=0):
 def mfma_plan(A, msplit, kchunk=MAX_CHUNK_KTILES, vec=1, nbuf=1, pipe=None):
     """The mfma-dense plan for msplit wavefronts (1: the direct path, B read
     straight into registers; more: B staged in LDS chunks of at most kchunk
-    k-tiles, in nbuf buffers).  vec is the width of B loads (1 or 2); pipe
-    the software pipelining (mfma_steps; default 1, 0 on the LDS path with
-    one buffer)."""
+    k-tiles, in nbuf buffers)."""
     bake = A if isinstance(A, MfmaBake) else bake_mfma(A)
     tl = bake.tiling
     if msplit not in range(1, 5) or msplit > tl.m_tiles:
@@ -490,8 +418,7 @@ def mfma_plan(A, msplit, kchunk=MAX_CHUNK_KTILES, vec=1, nbuf=1, pipe=None):
     kts = list(range(tl.active_k_tiles))
     if not lds and -1 in tl.kcols:
         # the k-tile with padding rows first: its lanes of those rows take
-        # zeros where its B is used, while later k-tiles' loads are in
-        # flight
+        # zeros where its B is used, while later k-tiles' loads are in flight
         kts = kts[-1:] + kts[:-1]
     chs = chunks(kts, kchunk) if lds else [[kt] for kt in kts]
 

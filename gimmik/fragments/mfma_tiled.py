@@ -1,39 +1,9 @@
-"""The bake behind HIP's mfma-gemm family: a 2-D tiled f64 GEMM on AMD's
-matrix cores (``__builtin_amdgcn_mfma_f64_16x16x4f64``) for the dense
-operators whose m or k is too large for mfma-dense to keep every
-accumulator of a wavefront's m-tiles in registers.
-
-The tiling arithmetic, register and occupancy estimate, plan (the bake of
-A) and a NumPy model of the kernel for tests.  The family object (adapt,
-launch geometry) is gimmik.families.mfma_gemm, its template
-kernels/hip/mfma-gemm.mako, its gate and table rows in gimmik.hip.
-
-Tiling.  A workgroup of ``mwaves x nwaves`` wavefronts (block (64, mwaves*
-nwaves, 1), wavefront w = threadIdx.y, wy = w / nwaves, wx = w % nwaves)
-computes the block_m x block_n tile of C of m-block ``blockIdx.x % m_blocks``
-and column block ``blockIdx.x / m_blocks`` (the blocks that share a tile of
-B run side by side).  Wavefront (wy, wx) owns ``wm`` 16-row m-tiles and
-``wn`` 16-column n-tiles of it and keeps their accumulators in registers.
-The k range is cut into stages of block_k = 4*kstage columns of A; a stage's
-slice of A (from a table baked in fragment order) and its block_k x block_n
-tile of B are read into registers one stage ahead and written to the other
-of two LDS buffers after the current stage's MFMAs (one barrier per stage).
-An m-block runs only its live stages: those where its block_m x block_k slab
-of A has a non-zero.  With ``reorder`` (sparse A whose non-zeros are spread
-over many slabs: prisms) A runs with its rows and used columns in
-gemm_order's order, with fewer live slabs: a stage's rows of B are read
-through a table of B row indices (wave-uniform, scalar loads) and C's rows
-written through a table of C row indices (copied to LDS with stage 0).
-
-Lane layout (the shared MFMA facts, section 1): with L the lane, g = L // 16,
-t = L % 16, lane L feeds A[row t][k g] and B[k g][col t] and holds
-D[row 4v + g][col t] in accumulator element v.  Column t of n-tile 2j + h of
-a wavefront is the wavefront's column 32j + 2t + h, so that one lane's
-values for n-tiles 2j and 2j + 1 are two adjacent columns: 16-byte LDS reads
-of B and 16-byte stores of C.  Rows of C past m and columns past n are never
-stored; columns of B past n and rows past k are staged as zeros, so that
-every MFMA runs on all 64 lanes in wave-uniform control flow.
-"""
+"""The bake behind HIP's mfma-gemm family: a 2-D tiled f64 GEMM on AMD's matrix
+cores (``__builtin_amdgcn_mfma_f64_16x16x4f64``) for the dense operators whose
+m or k is too large for mfma-dense to keep every accumulator of a wavefront's
+m-tiles in registers.  Stages of A's slice and B's tile go through two LDS
+buffers a stage ahead; lane columns are paired for 16-byte B reads and C
+stores; B past n and k is staged as zeros so every MFMA runs wave-uniform."""
 
 from dataclasses import dataclass, replace
 
@@ -49,8 +19,8 @@ from gimmik.fragments.mfma import (MFMA_K, MFMA_M, MFMA_N, WAVE,
 MIN_DIM = 128
 
 # Registers (per lane) of a CDNA2/3 SIMD: VGPRs and AGPRs share 512; a
-# wavefront's total is roundup4(arch VGPRs) + AGPRs, allocated in granules of
-# 8 (facts section 5).  LDS per CU: 64 KiB.
+# wavefront's total is roundup4(arch VGPRs) + AGPRs, allocated in granules of 8
+# (facts section 5)
 SIMD_REGISTERS = 512
 REGISTER_GRANULE = 8
 CU_LDS = 64*1024
@@ -97,11 +67,8 @@ def geometry_of(m, k, mwaves, nwaves, wm, wn, kstage, vec=2):
 
 # -- registers and occupancy ------------------------------------------------
 def register_estimate(params, m, k):
-    """(arch VGPRs, AGPRs) a candidate needs.  The kernel asks for
-    MIN_WAVES waves per SIMD (amdgpu_waves_per_eu), and clang-19 then keeps
-    the accumulators (8 VGPRs per 16x16 tile) in arch VGPRs, beside the next
-    stage's A and B (16-byte chunks, 4 VGPRs each), one stage's fragments
-    (2 per m-tile and n-tile and k-step) and EST_MARGIN; no AGPRs."""
+    """(arch VGPRs, AGPRs) a candidate needs: at MIN_WAVES waves a SIMD
+    clang-19 keeps the accumulators in arch VGPRs, no AGPRs."""
     g = geometry_of(m, k, **params)
     p = dict(params, wm=g['wm'])
     acc = 8*p['wm']*p['wn']
@@ -134,14 +101,8 @@ def waves_estimate(params, m, k):
 # -- the plan: A baked in fragment order --------------------------------------
 @dataclass
 class MfmaGemmPlan:
-    """An mfma-gemm kernel for one operator (see the module docstring).
-
-    ``table`` is A as [m-block][slot][wy][k-step][m-tile][lane]: slot s of
-    m-block mb holds stage ``live_stages[mb][s]``, for s below
-    ``live_count[mb]``; a slot's block_m*block_k values are contiguous (one
-    linear copy into LDS), and lane L's value for m-tile i of wavefront row
-    wy and k-step ks is A[16*(mb*mwaves*wm + wy*wm + i) + t][block_k*stage
-    + 4*ks + g] (zero past m and k)."""
+    """An mfma-gemm kernel for one operator: ``table`` is A in fragment
+    order a live slab a slot, one linear copy into LDS."""
     m: int
     k: int
     mwaves: int
@@ -164,9 +125,8 @@ class MfmaGemmPlan:
     # column cols[j] (gemm_order); None: A's own order
     rows: tuple = None
     cols: tuple = None
-    # compact: k index j of m-block mb's slots is A's column bcols[mb, j]
-    # (its used columns in A's order, -1 past them); None: stages of A's
-    # columns
+    # compact: k index j of m-block mb's slots is A's column bcols[mb, j] (its
+    # used columns in A's order, -1 past them); None: stages of A's columns
     bcols: np.ndarray = None
 
     @property
@@ -249,12 +209,8 @@ def compact_worth_it(A, mwaves, nwaves, wm, wn, kstage, vec=2):
 
 def plan(A, mwaves, nwaves, wm, wn, kstage, vec=2, reorder=False,
          compact=False):
-    """The mfma-gemm plan of a parameter set for operator A; reorder: A's
-    rows and used columns in gemm_order's order where it has one (the
-    kernel gathers B's rows and scatters C's rows by the plan's tables);
-    compact: each m-block's stages over its own used columns only, the
-    rows in gimmik.analysis.compact_order's order (B's rows by a table per
-    m-block, C's rows by the row table)."""
+    """The mfma-gemm plan of a parameter set for operator A (reorder,
+    compact: B's rows gathered and C's scattered by its tables)."""
     A = np.asarray(A, dtype=np.float64)
     if compact:
         return _compact_plan(A, mwaves, nwaves, wm, wn, kstage, vec)
@@ -312,11 +268,11 @@ def _compact_plan(A, mwaves, nwaves, wm, wn, kstage, vec):
 
 
 def model_product(P, B):
-    """A @ B the way the kernel computes it: per block, wavefront, live
-    stage and k-step, A fragments read from P.table and B fragments from
-    the staged tile at the kernel's offsets, one modelled MFMA at a time,
-    and C written through the accumulator layout (a reordered plan on B's
-    rows in its order, C's rows put back).  For tests."""
+    """A @ B the way the kernel computes it: per block, wavefront, live stage
+    and k-step, A fragments read from P.table and B fragments from the staged
+    tile at the kernel's offsets, one modelled MFMA at a time, and C written
+    through the accumulator layout (a reordered plan on B's rows in its order,
+    C's rows put back)."""
     B = np.asarray(B, dtype=np.float64)
     if P.rows is not None:
         cols = range(B.shape[0]) if P.cols is None else P.cols

@@ -1,11 +1,6 @@
 """The bake of a constant operator A into the fragments of NVIDIA's f64
 tensor-core MMAs for the mma-gemm family, and NumPy models of those MMAs to
-check it without a GPU: mma.sync m8n8k4 (sm_80) and Hopper's
-m16n8k4/k8/k16 (sm_90).
-
-Plain Python over a float64 A; the CUDA families (gimmik/families/) build
-their plans here and the templates only walk them.
-"""
+check it without a GPU."""
 
 from dataclasses import dataclass, replace
 
@@ -51,16 +46,8 @@ MMA_N = 8
 #             C: c_i = C[g + 8(i/2)][2t + i%2], i < 4.
 # The m16n8k* shapes are sm_90 (PTX ISA 7.8).
 
-# Transposed shapes (name ending in t: m16n8k4t, m16n8k8t, m16n8k16t) run
-# the same m16n8kK instruction with the operands' roles swapped: the MMA's
-# A (16 x K) is B's tile transposed, 16 columns of B, and its B (K x 8) is
-# A's tile transposed, 8 rows of A; D is C's 8 x 16 tile transposed.  A
-# lane then holds, per 16-column n-tile, B's columns g and g + 8 of rows
-# t + 4q (a_{2q}, a_{2q+1}) and C's columns g and g + 8 of rows 2t, 2t + 1:
-# with MMA row i of an n-tile at the tile's column 2*(i % 8) + i // 8
-# (GemmPlan.column) both are adjacent pairs, read from shared memory as
-# 16-byte vectors for any K (no register moves at k8 and k16) and stored
-# to C by 8 lanes a row as whole 128-byte lines (no shuffles).
+# Transposed shapes (m16n8k4t, ...) swap the operands' roles so B's reads and
+# C's stores are adjacent pairs: 16-byte shared reads, whole-line stores
 
 # shape -> (rows of A per m-tile, k per MMA)
 GEMM_SHAPES = {'m8n8k4': (8, 4), 'm16n8k4': (16, 4), 'm16n8k8': (16, 8),
@@ -86,11 +73,8 @@ def gemm_ntile(shape):
 
 
 def gemm_coords(shape):
-    """Per-lane (row, column) of each fragment value of an MMA shape, in
-    the tiles of A (rows x k), B (k x ntile) and C (rows x ntile): three
-    int arrays (32, na, 2), (32, nb, 2), (32, nc, 2); for transposed
-    shapes A's values are the MMA's B operand and B's its A operand, in
-    operand order."""
+    """Per-lane (row, column) of each fragment value of an MMA shape, in the
+    tiles of A (rows x k), B (k x ntile) and C (rows x ntile)."""
     mt, kt = GEMM_SHAPES[shape]
     lanes = np.arange(32)
     g, t = lanes // 4, lanes % 4
@@ -130,17 +114,9 @@ def gemm_model(shape, afrag, bfrag, cfrag):
 
 @dataclass
 class GemmPlan:
-    """mma-gemm: see the comment above.  The MMA tile is mma_m x 8 x mma_k;
-    a lane holds a_per_lane values of A's fragment, b_per_lane of B's and
-    c_per_lane accumulators, and reads A's in vectors of a_vec values.  The
-    k range is cut in stages of BK columns of A; m-block mb runs only its
-    cnt[mb] stages where its BM x BK slab of A has a non-zero, the stage
-    indices kidx[mb][:cnt[mb]] (full: every m-block runs every stage), held
-    in nslots slots.  table is A baked as
-    [m-block][slot][wy][k-step][m-tile][vector j][lane][a_vec]: a slot's
-    slice of an m-block is contiguous (one linear cp.async copy) and each
-    warp-wide fragment load reads 32 consecutive vectors (no bank
-    conflicts).  Rows beyond m and columns beyond k are zero."""
+    """mma-gemm: A baked in ``table`` a live slab a slot (one linear
+    cp.async copy, conflict-free fragment loads); m-block mb runs its
+    cnt[mb] live stages."""
     shape: str
     mma_m: int
     mma_k: int
@@ -171,9 +147,8 @@ class GemmPlan:
     # A's column cols[j] (gemm_order); None: A's own order
     rows: tuple = None
     cols: tuple = None
-    # compact: k index j of m-block mb's slots is A's column bcols[mb, j]
-    # (its used columns in order, -1 past them); None: stages of A's
-    # columns
+    # compact: k index j of m-block mb's slots is A's column bcols[mb, j] (its
+    # used columns in order, -1 past them); None: stages of A's columns
     bcols: np.ndarray = None
 
     @property
@@ -251,24 +226,17 @@ def gemm_b_offset(BN, r, c):
 
 
 def gemm_b_read(BN, wn, wx, g, t, v):
-    """Offset (doubles) in a B stage of the vector lane (g, t) of warp wx
-    reads in its v-th B read of rows 0-3 (add 4q*BN for rows 4q to 4q + 3):
-    row t, the columns of n-tiles 2v and 2v + 1 at MMA column g (see
-    GemmPlan.column)."""
+    """Offset (doubles) in a B stage of the vector lane (g, t) of warp wx reads
+    in its v-th B read of rows 0-3 (add 4q*BN for rows 4q to 4q + 3)."""
     h = v ^ (g % 2) if wn % 4 == 0 else v
     return gemm_b_offset(BN, t, wx*MMA_N*wn + g*wn + 2*h)
 
 
 def gemm_c_pairs(wn):
     """How a pair of lanes (t = 2P, 2P + 1 of a fragment row) writes its 4*wn
-    columns of a row of C (lane t holds the 2*wn from 2*wn*t, local column
-    lc = e*wn + nt its accumulator of n-tile nt, value e) so that each
-    store fills whole 32-byte sectors: the lanes first swap the columns
-    sent[o][j] (o = t % 2) through a shuffle, receiving the partner's as
-    x[j]; store s then writes columns 4s + 2o, 4s + 2o + 1 of the pair, from
-    (own, local column) or (False, index j into x).  Returns (sent, stores),
-    stores[s] = ((source, index) of lane o = 0, of lane o = 1).  Loads of C
-    run the same way backwards."""
+    columns of a row of C (lane t holds the 2*wn from 2*wn*t, local column lc =
+    e*wn + nt its accumulator of n-tile nt, value e) so that each store fills
+    whole 32-byte sectors; returns (sent, stores) of the shuffle."""
     half = wn // 2
     sent = ([lc for lc in range(2*wn) if lc & 2],
             [lc for lc in range(2*wn) if not lc & 2])
@@ -317,14 +285,8 @@ def gemm_fragment_sizes(shape):
     return mt*kt // 32, kt*nt // 32, mt*nt // 32
 
 
-# The dense product is compute-bound on the tensor cores (gemm_compute_bound)
-# at this many flops per byte of B and C it moves (gemm_intensity).  There
-# mma-gemm issues a stage's loads after the first k-step's mmas
-# (late_issue): the loads' address arithmetic then issues while the tensor
-# cores work; below it, memory-bound, loads issue as early as they can.
-# H100: late issue 1.5-9 % faster at 18.7-28.6 flop/byte, up to 5 % slower
-# at 10.5-12.9, even at 15-17 (bench/results/cuda-h100-gemm-issue-before
-# and -late: one run of 34 operators, late issue in every kernel there).
+# compute-bound from this flop/byte: late issue hides the loads' address
+# arithmetic under the MMAs (cuda-h100-gemm-issue-before)
 GEMM_LATE_ISSUE_FLOP_PER_BYTE = 16
 
 
@@ -349,9 +311,7 @@ def _late_issue_fits(kstage, nbuf):
 
 def gemm_issue_late(m, k, beta, kstage, nbuf):
     """Whether mma-gemm issues a stage's loads after the first k-step's
-    mmas: for compute-bound operators, where _late_issue_fits (else a
-    stage's loads issue at the barrier before it, to have a whole stage to
-    land)."""
+    mmas (compute-bound operators; else early, to have a stage to land)."""
     return _late_issue_fits(kstage, nbuf) and gemm_compute_bound(m, k, beta)
 
 
@@ -381,17 +341,8 @@ def gemm_compact_worth_it(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf):
 def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
               cpre=False, tiles=1, late_issue=False, reorder=False,
               compact=False):
-    """The mma-gemm plan: skip, run only the stages where an m-block's
-    slab of A has a non-zero; cpre, start the accumulators from beta*C
-    (read before the k loop) instead of adding it at the end; tiles, the
-    column tiles of BN a block computes in turn; late_issue, a stage's
-    loads issued after the first k-step's mmas (gemm_issue_late);
-    reorder, A's rows and used columns in the order of gemm_order (where
-    it has fewer live slabs): the kernel gathers B's rows and scatters
-    C's rows by the plan's tables; compact, A's rows in
-    gemm_compact_order's order and each m-block's k loop over its own used
-    columns only (reorder and skip implied): B's rows gathered by a table
-    per m-block."""
+    """The mma-gemm plan (skip: only live stages; cpre: start from beta*C;
+    reorder, compact: B gathered and C scattered by the plan's tables)."""
     if late_issue and not _late_issue_fits(kstage, nbuf):
         raise ValueError('late_issue needs kstage >= 2 and nbuf >= 3 (the '
                          'next stage waited for before its loads issue)')
@@ -471,10 +422,7 @@ def _unordered(plan):
 
 
 def gemm_reference(plan, A, B):
-    """Evaluate A @ B (B of any width) the way the mma-gemm kernel does: per
-    block, warp, stage and k-step, fragments read from plan.table and from B
-    at the kernel's offsets, one NumPy-modelled mma at a time (a reordered
-    plan on A and B in its order, C's rows put back); for tests."""
+    """Evaluate A @ B (B of any width) the way the mma-gemm kernel does."""
     P = plan
     if P.rows is not None:
         cols = range(A.shape[1]) if P.cols is None else P.cols
