@@ -1,15 +1,6 @@
-"""gimmik's on-disk caches: built C libraries and tuning results.
-
-Everything lives under ``$GIMMIK_CACHE_DIR`` (default
-``$XDG_CACHE_HOME/gimmik`` or ``~/.cache/gimmik``), one sub-directory per
-kind (``tune``, ``c``; the HIP executor uses ``emulate``).  Writes go to a
-temporary file in the same directory and are renamed into place, so an
-interrupted run never leaves a half-written entry behind; files get the
-modes the umask allows.  Built libraries carry a digest of their bytes in
-their file name and are checked against it before they are loaded.  A cache
-that cannot be written is a warning naming it and GIMMIK_CACHE_DIR, never
-an error (see docs/reliability.md).
-"""
+"""gimmik's on-disk caches (``$GIMMIK_CACHE_DIR``): built C libraries and
+tuning results, written atomically; a cache that cannot be written only
+warns (docs/reliability.md)."""
 
 import atexit
 import glob
@@ -172,10 +163,8 @@ def _pow2_divisor(x, cap=16):
 
 
 def load_json(kind, key, problems=None):
-    """The cached JSON value of one kind for key, or None (also for an
-    entry that cannot be read or parsed, or a cache that cannot be made).
-    Why an entry that is there could not be parsed is appended to
-    `problems` when given."""
+    """The cached JSON value of one kind for key, or None (also for an entry
+    that cannot be read or parsed, or a cache that cannot be made)."""
     _check_key(key)
     try:
         with open(_entry(kind, key)) as f:
@@ -221,18 +210,15 @@ def store(key, obj):
     return store_json('tune', key, obj)
 
 
-# The names of the files gimmik writes into a cache directory: KEY.json
-# (store_json), KEY.DIGEST.so (store_build), and a write's temporary file
-# (atomic_path: '.' + that name + tempfile's 8 random characters + '.part')
+# the files gimmik writes into a cache, so that clear() removes only those
 _OWN_NAME = r'[0-9a-f]{16,64}(?:\.json|\.[0-9a-f]{16}\.so)'
 _OWN_FILE = re.compile(rf'(?:{_OWN_NAME}|\.{_OWN_NAME}[a-z0-9_]{{8}}\.part)\Z')
 
 
 def clear(kind='tune'):
     """Remove every entry of one kind (a cache kind, or a key of CLEARABLE:
-    'tune', 'builds', 'all'); returns the number of files removed.  Only
-    files of gimmik's own names (_OWN_FILE) go: anything else a user put
-    there stays.  A cache that does not exist has nothing to remove."""
+    'tune', 'builds', 'all'); returns the number of files removed (only
+    gimmik's own names: anything a user put there stays)."""
     kinds = CLEARABLE.get(kind, (kind,))
     count = 0
     for k in kinds:

@@ -7,12 +7,8 @@ class RuntimeUnavailable(RuntimeError):
 
 
 class MissingExtra(RuntimeUnavailable, ImportError):
-    """A package that only an optional extra of gimmik installs is missing.
-
-    `package` is the distribution, `extra` the extra that brings it (``pip
-    install 'gimmik[EXTRA]'``); the message names both and what needs it.
-    Caught as RuntimeUnavailable (the platform cannot run) or ImportError.
-    """
+    """A package that only an optional extra installs is missing (message
+    names `package` and `extra`); a RuntimeUnavailable and an ImportError."""
 
     def __init__(self, package, extra, needed_by, reason=''):
         self.package, self.extra = package, extra

@@ -1,21 +1,5 @@
-"""``gimmik report DIR``: a Markdown summary and PNG plots of a sweep.
-
-Reads ``DIR/sweep.csv`` (written by ``gimmik sweep``) and writes, into DIR
-or ``--out``:
-
-* ``report.md`` -- the configuration, headline numbers, a summary per
-  element type and order, and one table row per operator;
-* ``bandwidth.png`` -- gimmik's (and the vendor BLAS's) fraction of the
-  measured copy bandwidth per operator, the roofline of these bandwidth-
-  bound kernels being 1;
-* ``speedup.png`` -- gimmik's speed-up over the vendor BLAS per operator;
-* ``roofline.png`` -- GFLOP/s against arithmetic intensity under the
-  measured copy bandwidth.
-
-The per-operator plots have one panel per element type, orders along the
-axis and one bar per matrix.  The plots need matplotlib (``pip install
-matplotlib``); ``--no-plots`` writes the Markdown alone.
-"""
+"""``gimmik report DIR``: report.md and bandwidth, speedup and roofline PNGs
+of a sweep's sweep.csv (plots need matplotlib; --no-plots skips them)."""
 
 import csv
 import math
@@ -112,10 +96,7 @@ def summarise(rows):
 
 
 def vendor_lines(outdir):
-    """Summary lines of a sweep against its vendor baseline: gimmik's and
-    the vendor's fraction of copy bandwidth, the speed-ups, which vendor
-    formulations won, and the operators whose vendor time is above CuPy's
-    plain gemm (the cuda runtime's cupy-gemm formulation)."""
+    """Summary lines of a sweep against its vendor baseline."""
     rows = [r for r in read_rows(os.path.join(outdir, CSV_NAME))
             if r.get('copy_fraction') and r.get('speedup')]
     if not rows:

@@ -1,20 +1,6 @@
-"""``gimmik sweep``: autotune every operator of a suite and tabulate it.
-
-Each selected operator is tuned with :func:`gimmik.tune.tune` on one
-runtime (β = 1 for PyFR's M3 and M6, else 0, as PyFR applies them).  One
-row per operator goes to ``DIR/sweep.csv`` and ``DIR/sweep.json``, and the
-tuner's full answer to ``DIR/tune/NAME.json``; every candidate's time to
-``DIR/candidates.csv``.  The tables are rewritten after every operator as
-one step (all to temporary files, then renamed, ``sweep.csv`` last) under a
-lock on DIR, merging the rows of any other sweep writing into the same DIR;
-so an interrupted sweep resumes where it stopped (operators already
-tabulated without an error are skipped), and sweeps on several nodes can
-share one DIR.
-
-Throughput figures all come from :func:`gimmik.runtime.moved_bytes` (used
-rows of B read once, C written once and read once when β != 0), for gimmik
-and the vendor BLAS alike; GFLOP/s counts the useful flops, 2·nnz(A)·n.
-"""
+"""``gimmik sweep``: autotune every operator of a suite and tabulate it; the
+tables in DIR are rewritten as one step under a lock after each operator,
+so an interrupted sweep resumes and sweeps on several nodes share DIR."""
 
 import contextlib
 import csv
@@ -127,10 +113,8 @@ def _check_row(row):
 
 
 def read_rows(path, problems=None):
-    """Rows of a sweep CSV as dicts with typed values.  A row that cannot be
-    used (a torn or truncated line, a missing or extra cell, a value that
-    does not parse or is not finite) is left out, and (line number, reason)
-    is appended to `problems` when given."""
+    """Rows of a sweep CSV as dicts with typed values; unusable (torn) rows
+    are left out, (line, reason) appended to `problems`."""
     with open(path, newline='') as f:
         text = f.read()
     reader = csv.DictReader(io.StringIO(text))
@@ -313,19 +297,8 @@ def error_row(name, A, beta, dtype, n, platform, device, error, tune_s):
 def sweep(outdir, *, ops='*', ops_path=None, platform='auto', dtype='f64',
           n=None, max_nnz=None, runtime=None, use_cache=True,
           restart=False, progress=None, tune=None, mib=None, budget_s=None):
-    """Tune every operator of a suite matching `ops`; returns the rows.
-
-    Operators already in DIR/sweep.csv without an error are skipped (unless
-    `restart`); the existing table must be for the same dtype and n class,
-    and rows of it that cannot be used (torn) are tuned again.  Operators with
-    more than `max_nnz` non-zeros get a 'skipped' row (None: no limit).
-    `tune` defaults to gimmik.tune.tune; `runtime` to
-    get_runtime(platform); `progress` is a SweepProgress.  `mib` instead
-    of `n` sizes each operator's panels: n columns so that B + C take at
-    least `mib` MiB (panel_n).  Every candidate's and vendor formulation's
-    time goes to DIR/candidates.csv.  No operator is started once
-    `budget_s` seconds have passed (progress.stopped says so; the same
-    command resumes)."""
+    """Tune every operator of a suite matching `ops`; returns the rows (done
+    operators skipped unless `restart`; none started after `budget_s`)."""
     if platform not in PLATFORMS:
         raise ValueError(f'platform must be one of {", ".join(PLATFORMS)}, '
                          f'not {platform!r}')
@@ -470,11 +443,8 @@ def _tune_one(outdir, name, A, n, dtype, tune, runtime, use_cache, max_nnz,
 
 
 class _Table:
-    """DIR's tables as several sweeps share them: every write happens under
-    DIR/.sweep.lock, merges the rows other sweeps wrote meanwhile, and puts
-    candidates.csv, sweep.json and sweep.csv in place as one step (all
-    written to temporary files first; sweep.csv, which says what is done,
-    renamed last)."""
+    """DIR's tables as several sweeps share them: written under a lock,
+    merged, sweep.csv (what is done) renamed last."""
 
     def __init__(self, outdir, dtype, want_n, platform, device, digests):
         self.outdir, self.dtype, self.want_n = outdir, dtype, want_n
@@ -486,10 +456,8 @@ class _Table:
         return file_lock(os.path.join(self.outdir, LOCK_NAME))
 
     def read(self):
-        """({operator: row}, {operator: candidate rows}) on disk; rows that
-        cannot be used (e.g. torn) are left out, a table of another dtype,
-        n class, platform or device, or with another matrix under the name
-        of one of this run's operators, is refused."""
+        """({operator: row}, {operator: candidate rows}) on disk; a table of
+        another dtype, n class, platform or device is refused."""
         rows = {}
         if os.path.exists(self.csv_path):
             for r in read_rows(self.csv_path, []):

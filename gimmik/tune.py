@@ -1,15 +1,6 @@
-"""The autotuner and ``gimmik tune``.
-
-For one operator A, β, dtype and panel shape (n, ldb, ldc) on one runtime,
-:func:`tune` walks the platform generator's candidates through
-``kernels()`` with ``send()`` feedback, checks each candidate's first output
-against the vendor BLAS (a wrong or failing candidate is reported and never
-chosen), times the rest, and compares the best with the vendor BLAS.
-
-Kernels are tuned with n, ldb and ldc as run-time arguments, so the chosen
-source serves every panel of the same n class (n rounded to a power of two)
-and row alignment; that is also what a cached result is keyed by.
-"""
+"""The autotuner and ``gimmik tune``: candidates checked against the vendor
+BLAS, timed and compared with it; n, ldb and ldc stay run-time arguments so
+the chosen source serves its whole n class (the cache key)."""
 
 from dataclasses import dataclass, field
 import math
@@ -41,19 +32,15 @@ TOLERANCE = {'float64': 1e-12, 'float32': 1e-5}
 # Timing: launches before timing, and launches timed (their median counts)
 WARMUP, REPEATS = 2, 15
 
-# A measurement far outside the others of the same operator is taken again
-# (up to RETIMES more times, the fastest kept), as a busy machine can slow a
-# whole median: a throughput below 1/OUTLIER_FACTOR of the median of the
-# operator's measurements so far (vendor BLAS included), or a final result
-# below MIN_COPY_FRACTION of the measured copy bandwidth.
+# A measurement far outside the others of the same operator is taken again (up
+# to RETIMES more times, the fastest kept), as a busy machine can slow a whole
+# median
 OUTLIER_FACTOR = 4.0
 MIN_COPY_FRACTION = 0.1
 RETIMES = 2
 
-# A verdict is confirmed by timing the best candidate and the vendor BLAS
-# again (up to CONFIRMS times): unless a new time lands within
-# UNSTABLE_FACTOR of the one reported, the result is returned marked
-# unstable and not cached.
+# A verdict is confirmed by timing the best candidate and the vendor BLAS again
+# (up to CONFIRMS times); an unconfirmed one is marked unstable, not cached
 UNSTABLE_FACTOR = 4.0
 CONFIRMS = 3
 
@@ -84,9 +71,7 @@ COPY_BYTES = (16 << 20, 1 << 30)
 KNAME = 'gimmik_mm'
 
 # A tuning's verdict (TuneResult.verdict), as the table, --json, a sweep's
-# verdict column and report say it: the vendor BLAS's best is faster than
-# every correct candidate (or none is correct), or gimmik's best is faster
-# (or there is no vendor BLAS to compare with)
+# verdict column and report say it
 VERDICT_VENDOR = 'use vendor'
 VERDICT_GIMMIK = 'use gimmik'
 VERDICT_UNCOMPARED = 'use gimmik (no vendor BLAS timed)'
@@ -365,15 +350,8 @@ def tune(A, *, beta=0.0, dtype='float64', n=None, ldb=None, ldc=None,
          platform='auto', runtime=None, use_cache=True, progress=None,
          name=None, b=None, c=None):
     """Autotune C = A*B + beta*C for one operator; returns a TuneResult.
-
-    `runtime` (a gimmik.runtime.Runtime) overrides `platform`.  `progress`
-    is called as progress(done, total, variant) after each candidate.  `b`
-    and `c` are optional host panels (k x >= n, m x >= n, c writable) whose
-    values the timings run on where all finite; the check runs on fresh
-    random panels whatever they hold (zeros would pass any kernel that
-    scales its result, and the verdict is cached for the operator, not for
-    these values); `c` is restored before returning, even on error.
-    """
+    `b`, `c`: panels timed where finite (checks use fresh random values);
+    `c` is restored before returning."""
     A = check_matrix(A)
     beta = check_scalar(beta, 'beta')
     dt = check_dtype(dtype)
@@ -496,12 +474,8 @@ class _Tuning:
         itemsize = np.dtype(dt).itemsize
         rng = np.random.default_rng()
 
-        # Host panels with sentinel padding.  The check's: fresh random
-        # values always (the caller's could be degenerate, zeros passing a
-        # kernel that scales C, and the verdict is cached for the
-        # operator); with beta = 0 the output a candidate starts from is
-        # poisoned with NaN.  The timings': the caller's values where all
-        # finite, else the check's
+        # Host panels with sentinel padding; checks on fresh random values
+        # (the verdict is cached), with beta = 0 on NaN-poisoned outputs
         b, c = _finite_or(b, n), _finite_or(c, n)
         with np.errstate(over='ignore', invalid='ignore'):
             p = t = Panels(rng, A, beta, dt, n, ldb, ldc)
@@ -523,9 +497,8 @@ class _Tuning:
                      for _ in range(self.nsets)]
         self.moved = moved_bytes(info, beta, n, itemsize)
 
-        # Checks compare on the device where the runtime can (compare()):
-        # B, a copy of it, the start of C and the exact result are put
-        # there once
+        # Checks compare on the device where the runtime can (compare()): B, a
+        # copy of it, the start of C and the exact result are put there once
         self.bcheck = runtime.upload(p.bfull)
         self.cstart = runtime.upload(p.cfull)
         self.b_copy = runtime.clone(self.bcheck)
@@ -539,10 +512,8 @@ class _Tuning:
 
     # -- measuring -------------------------------------------------------
     def check(self, launch, ref):
-        """A launch's first output on a fresh copy of the start of C:
-        (the output buffer, its error against ref, why it cannot be right
-        beyond its values: '' when nothing, else the C padding written or B
-        modified, B then being restored)."""
+        """A launch's first output on a fresh copy of the start of C: (buffer,
+        error, why it cannot be right beyond its values or '')."""
         rt = self.runtime
         cbuf = rt.clone(self.cstart)
         launch(self.bcheck, cbuf, self.n, self.ldb, self.ldc)
@@ -553,10 +524,9 @@ class _Tuning:
         return cbuf, err, '' if padok else 'wrote the padding of C beyond n'
 
     def timed(self, launch):
-        """The runtime's median time of launch, cycling the buffer sets;
-        taken again (up to RETIMES times) while the runtime says the
-        process was starved of CPU, and noted in self.starved if it stays
-        so."""
+        """The runtime's median time of launch, cycling the buffer sets; taken
+        again (up to RETIMES times) while the runtime says the process was
+        starved of CPU, and noted in self.starved if it stays so."""
         state = {'i': 0}
 
         def rotating():
@@ -593,9 +563,7 @@ class _Tuning:
     def time_vendor(self):
         """The vendor BLAS: the fastest of the library's formulations that
         agree with NumPy, and the reference every candidate is checked
-        against.  Where the platform has none (e.g. no hipBLAS bindings),
-        candidates are checked against NumPy in float64 and the result
-        says why."""
+        against (NumPy float64 where the platform has no vendor BLAS)."""
         rt, n = self.runtime, self.n
         try:
             forms = rt.vendor_formulations(self.A, 1.0, self.beta, self.dt,
@@ -691,10 +659,9 @@ class _Tuning:
         return rec, feedback
 
     def check_environment(self):
-        """Raise EnvironmentFault when a candidate failed for a reason
-        outside its kernel (an OSError, a compiler that could not write or
-        run a tool), or when every candidate failed to build or run: the
-        run cannot tell which kernel is best, and is no verdict."""
+        """Raise EnvironmentFault when a candidate failed for a reason outside
+        its kernel (an OSError, a compiler that could not write or run a tool),
+        or when every candidate failed to build or run: then no verdict."""
         env = [(v, e) for v, e in self.failures if environmental(e)]
         if not env and len(self.failures) < max(len(self.cands), 1):
             return
@@ -752,11 +719,8 @@ class _Tuning:
         return '; '.join(why + ([confirm] if confirm else [])) or None
 
     def confirm(self):
-        """Why the verdict is not to be trusted, or None.  The best
-        candidate and the vendor BLAS are timed again, up to CONFIRMS
-        times, until a time lands within UNSTABLE_FACTOR of the one
-        reported; when none does (a busy machine, a timer too coarse for
-        the kernel) the ranking is a matter of chance."""
+        """Why the verdict is not to be trusted (no retime within
+        UNSTABLE_FACTOR of the reported time), or None."""
         why = []
         best = self.best
         for label, launch, t in (
@@ -781,8 +745,8 @@ def prepare(A, *, beta=0.0, dtype='float64', n, ldb=None, ldc=None,
             runtime):
     """Hand the candidates tune() would build for this problem to
     runtime.prepare() (the cuda runtime starts building them in the
-    background), so a sweep can build the next operator's candidates while
-    it times this one's.  Failures are left for tune() to report."""
+    background), so a sweep can build the next operator's candidates while it
+    times this one's; failures are left for tune() to report."""
     mm = runtime.matmul(check_matrix(A), check_scalar(beta, 'beta'),
                         aligne=_ld_align(ldb or n, ldc or n))
     _prepare(runtime, mm, check_dtype(dtype))

@@ -28,10 +28,9 @@ def umask():
 
 @contextlib.contextmanager
 def atomic_path(path, suffix='.part', mode=0o666):
-    """A temporary path in path's directory to write into; on a clean exit
-    it is renamed onto `path` (atomic on POSIX), otherwise removed, so that
-    readers only ever see the old or the complete new file.  The file gets
-    `mode` less the umask, as open() would give it."""
+    """A temporary path in path's directory to write into; on a clean exit it
+    is renamed onto `path` (atomic on POSIX), otherwise removed, so that
+    readers only ever see the old or the complete new file; mode less umask."""
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=d, prefix='.' + os.path.basename(path),
                                suffix=suffix)
@@ -61,9 +60,8 @@ def atomic_write(path, data):
             os.fsync(f.fileno())
 
 
-# flock's failures on a file system that does not provide it: NFS without
-# lockd (ENOLCK), Lustre mounted without -o flock (ENOSYS), others
-# (EOPNOTSUPP)
+# flock's failures on a file system that does not provide it: NFS without lockd
+# (ENOLCK), Lustre mounted without -o flock (ENOSYS), others (EOPNOTSUPP)
 _NO_FLOCK = frozenset(getattr(errno, name) for name in
                       ('ENOLCK', 'ENOSYS', 'EOPNOTSUPP', 'ENOTSUP')
                       if hasattr(errno, name))
@@ -86,14 +84,9 @@ def _warn_no_flock(path, error):
 
 @contextlib.contextmanager
 def file_lock(path, on_wait=None):
-    """Hold an exclusive advisory lock (flock) on the file `path`, created
-    when missing, for the duration; other processes and threads taking the
-    same lock wait.  The kernel drops the lock when its holder dies, so a
-    killed process never leaves it taken.  `on_wait()` is called once when
-    the lock is held by someone else and this call has to wait.  Yields
-    True, or False when `path` is None, the lock file cannot be opened
-    (e.g. a read-only directory) or its file system has no flock (a
-    warning, once): the body then runs unlocked."""
+    """Hold an exclusive advisory lock (flock) on the file `path`, created when
+    missing, for the duration; yields False, running unlocked, where no lock
+    can be had (a warning where the file system has no flock)."""
     import fcntl
     if path is None:
         yield False

@@ -1,7 +1,5 @@
-"""Checks on everything a user hands to gimmik, run before any source exists.
-
-Every failure is a ValueError or TypeError whose message names the argument.
-"""
+"""Checks on everything a user hands to gimmik, run before any source
+exists: a ValueError or TypeError naming the argument."""
 
 import keyword
 import math
@@ -17,13 +15,8 @@ _IDENT = re.compile(r'[A-Za-z_][A-Za-z0-9_]*\Z')
 # AMD GPU arch names, with optional feature suffixes such as :sramecc+:xnack-
 GFX_ARCH = re.compile(r'gfx[0-9a-f]{3,4}(:[a-z0-9_-]+[+-])*\Z')
 
-# Kernel names.  A kname becomes an external symbol of the generated source,
-# which is compiled next to the headers and runtime of its platform (C with
-# libm and OpenMP, HIP/CUDA with their device headers, the CPU executor's
-# shim gimmik/emulate/hip_shim.h).  The same rule applies on every platform:
-# a name is refused when it is a keyword, belongs to a namespace the C
-# standard, POSIX, OpenMP or a GPU toolkit reserves, or is a name one of
-# those sources or libraries defines.
+# Kernel names become external symbols beside the platform's headers and
+# libraries: keywords, reserved and defined names are refused
 _KEYWORDS = frozenset('''
     alignas alignof and and_eq asm auto bitand bitor bool break case catch
     char char8_t char16_t char32_t class co_await co_return co_yield compl
@@ -409,10 +402,10 @@ def positive_seconds(text):
 
 
 def check_product_range(ref, scale, dtype):
-    """Raise ValueError when C = A*B + beta*C on these panels (ref, in
-    float64, with each element's scale sum |A_ij B_jn| + |beta C_in|, as
-    gimmik.verify.reference gives them) leaves dtype's range: the kernels
-    and the vendor BLAS would then agree only on Inf."""
+    """Raise ValueError when C = A*B + beta*C on these panels (ref, in float64,
+    with each element's scale sum |A_ij B_jn| + |beta C_in|, as
+    gimmik.verify.reference gives them) leaves dtype's range, where kernels
+    and vendor BLAS would agree only on Inf."""
     big = float(np.finfo(dtype).max)
     top = float(np.max(scale)) if np.size(scale) else 0.0
     if not np.isfinite(ref).all() or not top <= big:

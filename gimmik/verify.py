@@ -1,16 +1,7 @@
 """Checking a kernel's output: panels with sentinel padding and a float64
-reference, and the error measure every check uses (the tuner's, the
-tests' and the benchmarks').
-
-The error of each element is measured against that element's own scale,
-sum_j |A_ij B_jn| + |beta C_in|, the bound of a dot product's rounding
-error.  A measure scaled by the largest value of the whole reference could
-be fooled: a kernel that zeroes or flips the sign of a small row next to a
-huge one would pass it.
-
-reference() and rel_error() take CuPy arrays as well (the device benches
-check on the device) and compute with the arrays' own module.
-"""
+reference, and the error measure every check uses (the tuner's, the tests' and
+the benchmarks'): each element against its own scale sum_j |A_ij B_jn| +
+|beta C_in|, as a whole-output scale passes a zeroed small row."""
 
 import math
 
@@ -83,11 +74,10 @@ def sentinel_array(shape, dtype, alignb=None):
 
 
 class Panels:
-    """B (k x n, row stride ldb) and C (m x n, row stride ldc) cut from
-    larger arrays whose padding holds SENTINEL, plus the float64 reference
-    for C = A*B + beta*C and its scale.  With beta == 0 C starts as NaN, so
-    an element the kernel does not write fails.  `b` and `c` give the
-    values (default: standard normal from rng)."""
+    """B (k x n, row stride ldb) and C (m x n, row stride ldc) cut from larger
+    arrays whose padding holds SENTINEL, plus the float64 reference for C = A*B
+    + beta*C and its scale; with beta == 0 C starts as NaN, so an element the
+    kernel does not write fails."""
 
     SENTINEL = SENTINEL
 

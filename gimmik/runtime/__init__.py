@@ -1,10 +1,5 @@
-"""One small interface over the places a generated kernel can run.
-
-The autotuner only ever talks to a :class:`Runtime`; each platform (``c``,
-``hip``, ``cuda``, ``opencl``) provides one.  Buffers are opaque objects made by
-``upload``; panels are row-major ``rows x n`` with row stride ``ld``
-elements, exactly as the kernels see them.
-"""
+"""One small interface over the places a generated kernel can run: the
+tuner only talks to a :class:`Runtime`; panels are row-major, stride ld."""
 
 from abc import ABC, abstractmethod
 import importlib
@@ -78,14 +73,9 @@ class Runtime(ABC):
 
     def vendor_formulations(self, A, alpha, beta, dtype, n=None, ldb=None,
                             ldc=None):
-        """Every way the vendor library offers to do vendor_gemm's work, as
-        a list of (name, launch) pairs, launch(b, c, n, ldb, ldc) as from
-        compile().  n, ldb and ldc, when given, are the sizes the launches
-        will be called with (a library whose algorithm search depends on
-        them searches for those).  A formulation that cannot be set up here
-        is still listed, with a launch that raises why; the tuner and the
-        benchmarks time the rest and keep the fastest (pick_vendor).  The
-        default is vendor_gemm alone."""
+        """Every way the vendor library offers to do vendor_gemm's work, as a
+        list of (name, launch) pairs; one that cannot be set up is listed
+        with a launch that raises why."""
         return [(self.vendor_name, self.vendor_gemm(A, alpha, beta, dtype))]
 
     vendor_name = 'gemm'   # the name of vendor_gemm's formulation
@@ -124,11 +114,9 @@ class Runtime(ABC):
         return (values, scale)
 
     def compare(self, buf, ref, start, n):
-        """(error of the first n columns of buf against reference() ref,
-        each element relative to its own scale (gimmik.verify.rel_error),
-        the columns of buf beyond n equal those of start): start is a
-        buffer of buf's shape.  The error is infinite when buf has a NaN or
-        Inf."""
+        """(error of the first n columns of buf against reference() ref, each
+        element relative to its own scale (gimmik.verify.rel_error), the
+        columns of buf beyond n equal those of start); infinite on NaN/Inf."""
         values, scale = ref
         out, values, start = (x if isinstance(x, np.ndarray)
                               else self._host(x)
@@ -143,9 +131,8 @@ class Runtime(ABC):
 
     def prepare(self, kernels):
         """Build ahead of time the (src, meta) pairs the tuner is about to
-        compile() one by one, where the platform can build several at once
-        (the C compiler runs in parallel); compile() then finds them built.
-        A failure here is ignored: compile() reports it."""
+        compile() one by one, where the platform can build several at once (the
+        C compiler runs in parallel); failures are left to compile()."""
 
     def launch_feedback(self, src, meta):
         """Extra feedback for kernels().send() (registers, local_mem...)."""
@@ -167,16 +154,8 @@ def failed_launch(error):
 
 
 def pick_vendor(formulations, check, time):
-    """The fastest correct vendor formulation.
-
-    `formulations` is vendor_formulations()'s list of (name, launch);
-    check(launch) runs it once and returns None when its output is right,
-    or a string saying what is wrong; time(launch) returns its time in
-    seconds.  A formulation that raises or is wrong is recorded and never
-    chosen.  Returns (best, records): best is (name, launch, time_s), or
-    None when no formulation is right; records holds one dict per
-    formulation: name, time_s (None unless timed) and error (None when
-    right)."""
+    """(best, records): the fastest correct vendor formulation as (name,
+    launch, time_s) or None, and a record per formulation."""
     best, records = None, []
     for name, launch in formulations:
         rec = {'name': name, 'time_s': None, 'error': None}
@@ -200,10 +179,8 @@ def pick_vendor(formulations, check, time):
 
 
 def get_runtime(platform='auto', **options):
-    """A Runtime for `platform` ('auto' tries hip, then cuda, then c).
-
-    An explicitly named platform that cannot run raises RuntimeUnavailable
-    saying what is missing."""
+    """A Runtime for `platform` ('auto' tries hip, then cuda, then c); a named
+    one that cannot run raises RuntimeUnavailable saying what is missing."""
     if platform == 'auto':
         errors, missed = [], None
         for name in AUTO_ORDER:

@@ -1,18 +1,6 @@
-"""Row-major C = alpha*A*B + beta*C as a column-major BLAS gemm.
-
-The panels are row-major (B: k x n with row stride ldb, C: m x n with row
-stride ldc), which a column-major BLAS sees as B^T (n x k, leading dimension
-ldb) and C^T (n x m, leading dimension ldc).  So the vendor libraries are
-asked for C^T = B^T A^T, in one of two ways of storing A:
-
-- ``nn``: A row-major as given (m x k); column-major that is A^T (k x m,
-  leading dimension k), used as it is (op N).
-- ``nt``: A transposed on the host first (k x m row-major); column-major
-  that is A (m x k, leading dimension m), used transposed (op T).
-
-The libraries pick different kernels for the two, and which is faster
-depends on the shape, so the vendor baseline times both.
-"""
+"""Row-major C = alpha*A*B + beta*C as a column-major BLAS gemm, C^T = B^T
+A^T, with A stored ``nn`` or ``nt``: libraries pick different kernels for
+the two, so the vendor baseline times both."""
 
 from dataclasses import dataclass
 

@@ -1,18 +1,7 @@
-"""The ``c`` runtime: CMatMul's C source built by the system C compiler,
-loaded with ctypes and run on NumPy buffers; NumPy's BLAS is the baseline.
-
-This is the platform on a machine with no GPU.  "Device" buffers are plain
-NumPy arrays, launches are synchronous, and times are wall-clock medians.
-
-Options (``get_runtime('c', ...)``): ``cc`` (default ``$CC`` or ``cc``; a
-command line such as ``ccache gcc`` is split like a shell would), ``march``
-(default ``native``; ``None`` leaves it out) and ``cflags`` (a list of
-extra flags).  ``GIMMIK_CFLAGS`` adds flags from the environment.
-
-Built libraries are cached by a hash of the source, the compiler's identity
-(its --version), the flags and, where a flag names ``native``, the CPU the
-code is built for (its model and feature flags).
-"""
+"""The ``c`` runtime: CMatMul's C source built by the system C compiler, loaded
+with ctypes and run on NumPy buffers; NumPy's BLAS is the baseline.  Options:
+``cc``, ``march``, ``cflags`` (and ``GIMMIK_CFLAGS``); builds are cached by
+source, compiler identity, flags and, for ``native``, the CPU."""
 
 import concurrent.futures as cf
 import ctypes
@@ -45,11 +34,10 @@ _lock = threading.Lock()
 _loaded = {}   # hash of source, compiler and flags -> ctypes.CDLL
 
 # A timing measured the scheduler, not the kernel (a saturated CPU: every
-# launch waits out other processes' time slices) when more than half of
-# its launches were preempted and the process's threads waited for a CPU
-# at least STARVED_WAIT of the time the launches took (or, where the kernel
-# does not say how long they waited, got less than 1 - STARVED_WAIT of a
-# CPU)
+# launch waits out other processes' time slices) when more than half of its
+# launches were preempted and the process's threads waited for a CPU at least
+# STARVED_WAIT of the time the launches took (or, where the kernel does not say
+# how long they waited, got less than 1 - STARVED_WAIT of a CPU)
 STARVED_WAIT = 0.5
 
 

@@ -1,13 +1,6 @@
-"""cuBLASLt through ctypes: a column-major matmul and its heuristic
-algorithm candidates, for the CUDA vendor baseline.
-
-Only the part of the C API (cublasLt.h) the baseline needs is bound:
-cublasLtCreate, the matmul descriptor (compute and scale type, the ops on
-A and B), matrix layouts (type, rows, columns, leading dimension),
-a preference with a workspace limit, cublasLtMatmulAlgoGetHeuristic and
-cublasLtMatmul.  The library is the one CuPy's cuBLAS has loaded into the
-process when there is one, else the first found on the usual paths.
-"""
+"""cuBLASLt through ctypes: a column-major matmul and its heuristic algorithm
+candidates, for the CUDA vendor baseline; the library is the one CuPy
+loaded, else the first found."""
 
 import ctypes
 import ctypes.util
@@ -183,9 +176,7 @@ class Handle:
 
 class Matmul:
     """One column-major D = op(X) op(Y) + beta C problem (D is C): its
-    descriptors, heuristic algorithms and launches.
-
-    `gemm` is a gimmik.runtime.blas.ColMajorGemm."""
+    descriptors, heuristic algorithms and launches."""
 
     def __init__(self, handle, gemm, dtype, workspace_bytes):
         lib = self.lib = handle.lib

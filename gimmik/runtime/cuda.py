@@ -1,7 +1,6 @@
 """The `cuda` runtime: CuPy for memory, kernels (NVRTC, or nvcc when it is on
-the PATH) and events; the vendor baseline is the fastest of cuBLAS ?gemm
-(both storages of A), CuPy's cupy.cublas.gemm and cuBLASLt's heuristic
-algorithms (vendor_formulations)."""
+the PATH) and events; the baseline is the fastest of cuBLAS, CuPy's gemm and
+cuBLASLt's heuristic algorithms."""
 
 import concurrent.futures as cf
 import os
@@ -177,12 +176,9 @@ class Runtime(_Runtime):
 
     # -- building ahead: batched parallel nvcc runs ----------------------
     def prepare(self, kernels):
-        """Build the (src, meta) pairs in nvcc runs of at most BATCH_CHARS
-        of source each, JOBS runs at once in the background; compile() then
-        waits for its batch.  Each source's kernel name, and every
-        identifier starting with it, gets a per-source suffix so the
-        sources of a batch link together.  Sources already prepared are
-        skipped; with NVRTC (no nvcc) nothing is done ahead."""
+        """Build the (src, meta) pairs in nvcc runs of at most BATCH_CHARS of
+        source each, JOBS runs at once in the background; compile() then waits
+        for its batch; names get a per-source suffix so a batch links."""
         if self.compiler != 'nvcc':
             return
         with self._prep_lock:

@@ -1,17 +1,6 @@
-"""The ``hip`` runtime: hip-python on an AMD GPU.
-
-Kernels are compiled by hiprtc (:func:`gimmik.hiprtc.compile_hip`), loaded
-with hipModuleLoadData / hipModuleGetFunction and launched with
-hipModuleLaunchKernel; times come from HIP events; the baseline is the
-faster of hipBLAS's dgemm/sgemm formulations (both storages of A) on the same
-row-major panels.
-
-Without what it needs the runtime raises
-:class:`gimmik.runtime.RuntimeUnavailable` naming the missing piece: hip-python
-itself, the HIP runtime library (libamdhip64), an AMD GPU (hipGetDeviceCount's
-answer is quoted), or, for the baseline only, the hipBLAS bindings.  Compiling
-(:func:`build`) needs no GPU.
-"""
+"""The ``hip`` runtime: hip-python on an AMD GPU, kernels by hiprtc, the
+baseline hipBLAS; a missing piece raises RuntimeUnavailable naming it, and
+compiling (:func:`build`) needs no GPU."""
 
 import ctypes
 import os

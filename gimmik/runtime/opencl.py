@@ -1,14 +1,7 @@
-"""The ``opencl`` runtime: OpenCLMatMul's kernels on an OpenCL device
-through pyopencl (the extra `gimmik[opencl]`; PoCL's CPU device where no
-GPU has a driver).
-
-:class:`Runtime` is gimmik tune/sweep's platform: kernels built by the
-device's OpenCL compiler, buffers pyopencl arrays, times from the events
-of a profiling queue.  The baseline is CLBlast's ?gemm (both storages of A)
-through pyclblast where it is importable, else NumPy's matmul on the host
-CPU (formulation 'numpy-host': the same panels, timed on the host, not on
-the device), the formulation's name saying which.  run_opencl runs one
-generated kernel on NumPy panels, as a client launches it (the tests)."""
+"""The ``opencl`` runtime: OpenCLMatMul's kernels on an OpenCL device through
+pyopencl (the extra `gimmik[opencl]`; PoCL's CPU device where no GPU has a
+driver); the baseline is CLBlast through pyclblast, else NumPy on the host
+('numpy-host')."""
 
 import statistics
 import time as _time
@@ -65,10 +58,8 @@ def device_context(fp64=True):
 
 
 def run_opencl(src, meta, b, c, *, grid=None):
-    """Run a generated OpenCL kernel on the first OpenCL device, updating
-    c (m x n) in place from b (k x n): b and c as for
-    gimmik.emulate.run_hip; grid: the work-groups a client launches
-    (default the meta's contract)."""
+    """Run a generated OpenCL kernel on the first OpenCL device, updating c (m
+    x n) in place from b (k x n)."""
     from gimmik.opencl import OpenCLMatMul
     cl = load_opencl()
     check_source(src, meta)
@@ -119,9 +110,7 @@ def _devices(cl):
 
 class Runtime(_Runtime):
     """An OpenCL device: `device` is an index into every device of every
-    platform (platform order), default the first GPU, else the first
-    device; `options` a list of OpenCL compiler options for the kernels
-    (default none)."""
+    platform (platform order), default the first GPU, else the first device."""
 
     name = 'opencl'
 
