@@ -5,9 +5,8 @@ import importlib
 
 import numpy as np
 
-# PEP 440: the public part is the upstream GiMMiK API this package is a
-# drop-in for (what PyFR's `gimmik>=...` requirement is checked against);
-# the local label after '+' is this package's own release number.
+# PEP 440: the public part is the upstream GiMMiK API this package is a drop-in
+# for (what PyFR's `gimmik>=...` requirement is checked against); '+' ours
 __version__ = '4.0+0.1.0'
 
 from gimmik.hip import HIPMatMul  # noqa: E402

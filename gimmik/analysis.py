@@ -1,8 +1,5 @@
-"""Plain-Python analysis of a constant operator matrix A.
-
-Everything a template needs to know about A is computed here, so that the
-Mako templates only walk lists and never decide anything about the matrix.
-"""
+"""Plain-Python analysis of a constant operator matrix A: everything a
+template needs about A, so that templates only walk lists."""
 
 import functools
 from dataclasses import dataclass
@@ -57,10 +54,8 @@ class OperatorInfo:
 
 
 def sparse_gemm_worth_it(info):
-    """Whether an operator below DENSE_DENSITY has the non-zeros and
-    density for a tensor-core GEMM skipping A's zero slabs: at least
-    SPARSE_GEMM_MIN_NNZ, or SPARSE_GEMM_REORDERED_MIN_NNZ where reordered
-    it leaves few live slabs."""
+    """Whether an operator below DENSE_DENSITY has the non-zeros and density
+    for a tensor-core GEMM skipping A's zero slabs."""
     if info.density < SPARSE_GEMM_MIN_DENSITY:
         return False
     return (info.nnz >= SPARSE_GEMM_MIN_NNZ
@@ -139,20 +134,9 @@ def balanced_row_groups(A, parts):
 
 @_by_pattern
 def shared_row_groups(S, budget):
-    """The rows of A grouped by the rows of B they use, for kernels that
-    load a group's B rows once and compute its rows from them: a tuple of
-    groups, each a tuple of row indices (ascending; groups in order of
-    their first row), every row of A in exactly one.
-
-    Rows using the same B rows start as one group; then, greedily, the
-    two groups sharing the most B rows merge, ties to the smaller union
-    of B rows, while the union stays within `budget` rows (a group that
-    alone exceeds it stays alone); groups sharing no B row stay apart.
-    The all-zero rows go one each to the groups of fewest rows.  On
-    tensor-product operators (gradients: each row a line of points) the
-    rows of a plane of points, whose lines share their B rows, end up
-    together, where contiguous groups cut those lines apart.
-    Deterministic; remembered for the pattern."""
+    """A's rows grouped by the B rows they share, within `budget` B rows a
+    group: a tensor-product plane's lines stay together where contiguous
+    groups cut them apart (deterministic, cached by pattern)."""
     m, k = S.shape
     if budget < 1:
         raise ValueError(f'shared_row_groups: budget {budget} < 1')
@@ -216,13 +200,8 @@ def shared_row_groups(S, budget):
 
 @_by_pattern
 def union_row_blocks(S, size):
-    """A's rows (a tuple, every row once) in blocks of `size` (the last
-    one short), each block's union of used columns kept small: a block
-    starts from the remaining row with the most non-zeros and takes, one
-    at a time, the remaining row adding the fewest columns to its union
-    (ties: the most columns shared, then the lowest index).  For kernels
-    whose blocks of rows each loop over their own used columns (mma-gemm's
-    compact).  Deterministic; remembered for the pattern."""
+    """A's rows (a tuple, every row once) in blocks of `size` (the last one
+    short), each block's union of used columns kept small."""
     m = S.shape[0]
     if size < 1:
         raise ValueError(f'union_row_blocks: size {size} < 1')
@@ -275,23 +254,8 @@ PARTITION_STALL = 48
 
 @_by_pattern
 def partition_rows(S, parts):
-    """A's rows in `parts` groups that together read few B rows (the sum
-    over the groups of the columns of A each uses): a tuple of groups,
-    each a tuple of row indices (ascending; groups in order of their first
-    row), every row of A in exactly one; fewer groups where A has fewer
-    rows.
-
-    Recursive bisection of the rows, each cut splitting as few used
-    columns of A between its two sides as it can find: Fiduccia-Mattheyses
-    passes (moves of one row at a time to the other side, the best prefix
-    of each pass kept) from two starts: side 0 the first rows in A's order,
-    or a block grown as union_row_blocks grows its blocks.  A group ends with at most
-    PARTITION_MAX_SHARE times its share of the rows and at least half of
-    it.  On tensor-product operators the cuts fall between planes of
-    points, whose lines they cut once (the hex divergence, 343 x 1029:
-    each used B row read 2.6 times by 15 groups, where union_row_blocks'
-    blocks as many read it 3.3 times and contiguous groups 3.7).
-    Deterministic; remembered for the pattern."""
+    """A's rows in `parts` groups that together read few B rows, by
+    Fiduccia-Mattheyses bisection (deterministic, cached by pattern)."""
     m = S.shape[0]
     if parts < 1:
         raise ValueError(f'partition_rows: parts {parts} < 1')
@@ -345,10 +309,9 @@ def _bisect(S, p1, p2, cap, low):
 
 
 def _fm(P, nets, rnets, side, lo, hi):
-    """side (0/1 of each row) improved by Fiduccia-Mattheyses passes on
-    the cut columns (P: the rows' used columns as floats; nets: the rows
-    of each column, rnets: the columns of each row), side 0 kept within
-    lo..hi rows."""
+    """side (0/1 of each row) improved by Fiduccia-Mattheyses passes on the cut
+    columns (P: the rows' used columns as floats; nets: the rows of each
+    column, rnets: the columns of each row), side 0 kept within lo..hi rows."""
     n = len(side)
     side = list(side)
     for _ in range(PARTITION_PASSES):
@@ -484,10 +447,7 @@ def compact_worth_it(A, block_m, block_k):
 
 
 def split_even(count, parts):
-    """Split range(count) into `parts` contiguous, near-equal ranges.
-
-    Returns a list of (start, stop) pairs; trailing ranges may be empty.
-    """
+    """Split range(count) into `parts` contiguous, near-equal ranges."""
     base, extra = divmod(count, parts)
     out, start = [], 0
     for p in range(parts):
@@ -504,10 +464,7 @@ def chunks(seq, size):
 
 
 def ksplit_ranges(A, parts):
-    """Split the used columns of A into `parts` groups of near-equal nnz.
-
-    Returns a list of lists of column indices (some may be empty).
-    """
+    """Split the used columns of A into `parts` groups of near-equal nnz."""
     bix = np.flatnonzero((A != 0).any(axis=0))
     colnnz = (A[:, bix] != 0).sum(axis=0)
     target = colnnz.sum() / parts
@@ -540,10 +497,8 @@ def live_slabs(S, block_m, block_k):
 
 @dataclass(frozen=True)
 class SlabOrder:
-    """An order of A's rows and of its used columns for a GEMM that skips
-    A's zero block_m x block_k slabs: kernel row i is A's row rows[i],
-    kernel column j A's column cols[j] (A's all-zero columns left out);
-    live, its slabs holding a non-zero, against natural in A's order."""
+    """An order of A's rows and of its used columns for a GEMM that skips A's
+    zero block_m x block_k slabs."""
     rows: tuple
     cols: tuple
     live: int
@@ -581,14 +536,8 @@ def _by_slab_pattern(T, block_m, block_k):
 
 @_by_pattern
 def slab_order(S, block_m, block_k):
-    """A SlabOrder of A's rows and used columns with few live block_m x
-    block_k slabs, or None where none has fewer than A's own order.
-
-    Alternating sorts of the rows and the columns by the barycentre of
-    their non-zeros gather a kron-like pattern (prisms: a triangle's
-    points times a line's) into blocks; sorts by the slabs each column and
-    row uses then tighten them.  Deterministic; the best order seen is
-    kept (and remembered for the pattern: the families ask again)."""
+    """A SlabOrder with few live block_m x block_k slabs (barycentre sorts
+    gather kron-like patterns), or None where none beats A's own order."""
     m, k = S.shape
     natural = int(live_slabs(S, block_m, block_k).sum())
     used = np.flatnonzero(S.any(axis=0))
@@ -619,12 +568,8 @@ def slab_order(S, block_m, block_k):
                      live, natural)
 
 
-# The matrix-core GEMMs (CUDA mma-gemm, HIP mfma-gemm) run A reordered
-# only where slab_order leaves at most this fraction of the live slabs of
-# A's order: gathering B's rows and scattering C's costs a little.  H100,
-# n = 110080 (bench/results/cuda-h100-context-reorder.csv): 0.49-0.65 of
-# the slabs, kernel 0.63-0.76 of the time; 0.62 and 0.87, 0.99 (beta 1,
-# C's traffic the most of the bytes); 0.95, 1.02-1.07 of the time.
+# reorder A only below this fraction of live slabs: gathering B and scattering
+# C cost a little (cuda-h100-context-reorder.csv)
 REORDER_MAX_LIVE = 0.9
 
 

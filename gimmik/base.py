@@ -1,7 +1,6 @@
 """What every platform's MatMul generator shares: argument checks, the
 candidate table walk with send() feedback, template rendering and the launch
-geometry.  What a candidate kernel is (geometry, plan, template context,
-register estimate) is its family's object, gimmik.families."""
+geometry; a candidate kernel is its family's object (gimmik.families)."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,12 +28,8 @@ _KERNEL_DIR = os.path.join(os.path.dirname(__file__), 'kernels')
 PRUNE_FACTOR = 1.5
 
 def feedback_runtime(feedback, variant):
-    """The runtime in seconds that send() feedback reports for a candidate,
-    or None.  Only the key 'runtime' is used (other keys are ignored); None,
-    a dict without it, or runtime None or Inf (the candidate failed) carry
-    no time.  Anything else malformed (not a dict, a runtime that is not a
-    positive real number) is ignored with a RuntimeWarning, so that it can
-    never prune candidates the client would otherwise see."""
+    """The runtime in seconds that send() feedback reports for a candidate, or
+    None; malformed feedback only warns, so it can never prune candidates."""
     if feedback is None:
         return None
     if not isinstance(feedback, Mapping):
@@ -60,9 +55,8 @@ def feedback_runtime(feedback, variant):
     return None
 
 
-# Run-time n: the most blocks a grid of ceil(n/block[0]) (PyFR's HIP
-# launch) may hold per block a candidate needs; a candidate over it (two
-# columns a thread, one block a column tile) is not offered there.
+# Run-time n: a candidate needing more blocks than ceil(n/block[0]) (PyFR's
+# HIP launch) over this is not offered there
 MAX_OVERLAUNCH = 1.1
 
 
@@ -92,10 +86,8 @@ def legacy_launch(meta):
 
 def feedback_spilled(feedback):
     """Whether send() feedback says the candidate spilled on the device:
-    'local_mem' (bytes of thread-local memory, PyFR's kern.local_mem) a
-    number > 0.  'registers' is not read: the register estimate already
-    keeps candidates within the register file, and a count near its top
-    only lowers occupancy, which the runtime the client measured shows."""
+    'local_mem' > 0 ('registers' is not read: the estimate already keeps
+    candidates within the register file)."""
     if not isinstance(feedback, Mapping):
         return False
     lm = feedback.get('local_mem')
@@ -104,14 +96,9 @@ def feedback_spilled(feedback):
 
 
 class Row:
-    """One row of a platform's candidate table: `id`, unique in its table,
-    is the name gimmik.order's rules place the row by; `family` its Family
-    subclass; `params` its parameters; `gates` the names (space-separated)
-    of the conditions that must all hold for the row to be offered (the
-    platform's GATES); `tail`: no rule of gimmik.order places the row, it
-    is offered after the rows the rules place, in table order.  On a
-    platform with rules every row is named by one of them or says tail
-    (check_table)."""
+    """One row of a platform's candidate table: `id` (what gimmik.order's rules
+    place it by), family, params, gates (space-separated), tail (no rule
+    places it: offered after the placed rows)."""
 
     __slots__ = ('id', 'family', 'params', 'gates', 'tail')
 
@@ -204,8 +191,7 @@ class MatMul:
     grid_launch = True
     # with n at run time the platform's client (PyFR main's HIP provider)
     # launches ceil(n/block[0]) x 1 x 1 blocks whatever the contract: the
-    # kernels walk their tiles, the offer keeps to MAX_OVERLAUNCH and the
-    # order counts those blocks (elsewhere the contract's grid is launched)
+    # kernels walk their tiles
     client_grid_x = False
 
     def __init__(self, A, beta=0.0, aligne=None, n=None, ldb=None, ldc=None):
@@ -259,13 +245,8 @@ class MatMul:
 
     def _from_table(self, table, gates, dtype, opts=None, adapt=None):
         """Walk a platform's candidate table of Row: a row is offered when
-        every condition named in its gates holds in `gates` (a dict of
-        exactly the platform's gate_names); its family's adapt() binds its
-        params to the operator and the platform's `adapt(row, params)` may
-        rewrite them further; either drops the row by returning None; the
-        candidate must fit the launch limits (launch_fits) and the
-        platform's register budget (registers_fit); duplicates (equal
-        family and Family.kernel_key) go."""
+        every condition named in its gates holds in `gates`, adapt() keeps it
+        and it fits the launch limits and register budget; duplicates go."""
         if set(gates) != set(self.gate_names):
             raise ValueError(f'{self.platform} gates {sorted(gates)} are not '
                              f'the declared {sorted(self.gate_names)}')

@@ -1,19 +1,6 @@
 """C generator for CPUs: OpenMP over blocks of columns, a vectorisable loop
-over the columns of one block.
-
-How a C kernel splits the work: the n columns are cut into blocks of
-``meta['width']`` columns; block q covers columns [q*width, min(n,
-(q+1)*width)).  The blocks are shared out among the OpenMP threads
-(``schedule(static)``), and the loop over the columns of one block is an
-``omp simd`` loop.  ``meta['block']`` is (1, 1, 1) and the launch geometry
-of the base class gives the number of blocks as ``grid[0]``; a C kernel is
-called once for the whole panel and walks its blocks itself.
-
-Signature, mirroring the HIP kernels:
-``void kname(int n, const T* restrict b, int ldb, T* restrict c, int ldc)``
-or, with n, ldb and ldc baked in, ``void kname(const T* restrict b,
-T* restrict c)``.
-"""
+over the columns of one block; a kernel is called once a panel and walks its
+blocks itself."""
 
 import numpy as np
 
@@ -30,25 +17,13 @@ MAX_SCRATCH = 64*1024
 
 # GCC's compile time of the unrolled families grows with the non-zeros of A
 # (measured at -O3 on a 2-core machine: cstream 2.3 s at 768 non-zeros, 8.6 s
-# at 1800; cstream-row 15 s at 768, 38 s at 1800; bstream 245 s at 768).
-# Beyond these only the looped rowblock family is offered, which compiles in
-# under a second for any A of the PyFR suite and is as fast on large ones.
+# at 1800; cstream-row 15 s at 768, 38 s at 1800; bstream 245 s at 768);
+# beyond, the looped rowblock compiles in under a second and is as fast
 BSTREAM_MAX_NNZ = 256
 CSTREAM_ROW_MAX_NNZ = 512
 UNROLLED_MAX_NNZ = 1500
 
-# The C candidate table (gimmik.base.Row: id, family, parameters, the
-# names of the conditions of GATES that must hold).  Its order is the order
-# of offering (gimmik.order has no rules for C).
-#   rowblock     looped: A as tables; B's used rows packed per block of
-#                columns; `rows` rows of C by `vw` columns of accumulators
-#                in registers (rows 1 is a plain sparse row loop)
-#   cstream      unrolled: every row of C for one column at a time (all rows
-#                inside the simd loop over the block's columns)
-#   cstream-row  unrolled: row by row over one block, a simd loop per row of
-#                C; B's block stays in cache between rows
-#   bstream      unrolled: B's used rows streamed once per block into an
-#                m x width accumulator array, then C written row by row
+# The C candidate table (gimmik.base.Row), in offer order (no rules for C)
 CANDIDATES = [
     # id                family      parameters                      gates
     Row('rowblock6x8', Rowblock, dict(rows=6, vw=8, width=256)),

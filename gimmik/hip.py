@@ -21,41 +21,20 @@ from gimmik.order import order_candidates, placed_rows
 from gimmik.targets import HIP
 from gimmik.validate import GFX_ARCH
 
-# The mfma-dense family (gate 'mfma') is offered only where all of these hold:
-# - dtype float64: it is built on v_mfma_f64_16x16x4f64 (f32 would need a
-#   different instruction and output layout);
-# - gcn_arch (feature suffixes stripped) in MFMA_ARCHS, the CDNA2/3/4 parts
-#   with that instruction: gfx908 has matrix cores but no f64 MFMA (its back
-#   end cannot select it) and RDNA has no MFMA at all;
-# - wavefronts of 64 lanes: the fragment layout is that of a wave64;
-# - A dense, density >= analysis.DENSE_DENSITY: the MFMA multiplies whole
-#   16x4 tiles, so for sparse A it does mostly useless work and the
-#   streaming families, which skip every zero, move the same bytes.
+# mfma-dense (gate 'mfma'): f64, wave64, dense A, and an arch with f64 MFMA
+# (gfx908 has none; sparse A is mostly useless whole-tile work)
 MFMA_ARCHS = frozenset({'gfx90a', 'gfx940', 'gfx941', 'gfx942', 'gfx950'})
 
-# A candidate whose register estimate (its family's registers(): live
-# values in 32-bit words plus a margin for addresses and indices) exceeds
-# its family's register_limit() (200 VGPRs) is not offered: the compiler
-# would spill it to scratch (clang-19 spills cstream/width2 of
-# p3-pyr-m132, 90 live B rows, on gfx942) or run it at one wave per SIMD.
-# A block of w wavefronts gets at most 512/ceil(w/4) VGPRs a lane (a CU's
-# four SIMDs share its waves), so larger blocks have a lower limit
-# (Target.lane_registers, simds).  No fallback: where
-# nothing fits, the register-bounded rows below are what is offered.
+# no fallback past register_limit(): clang-19 would spill to scratch, and the
+# register-bounded rows below are offered instead
 
-# The families whose two-column threads load both columns even where the
-# second is past n (Family.padded_tail; kernels/hip/base.mako, per_column)
-# do so where no pair can be ragged (n baked and even) or A uses fewer rows
-# of B than this (two load batches): with more, the per-row test of the ragged
-# pair's stores made clang-19 keep the whole body live (cstream/width2 of
-# p4-tet-m0, 35 rows, n at run time: 256 VGPRs + 256 AGPRs and 412 bytes of
-# scratch), and each copy has batches enough
+# padded-tail loads only below this many B rows: beyond, the ragged pair's
+# store tests made clang-19 keep the whole body live (Family.padded_tail)
 PADDED_TAIL_MAX_ROWS = 16
 
 # mfma-gemm rows (gimmik.fragments.mfma_tiled): wavefronts mwaves x nwaves,
-# each with wm x wn 16x16 accumulator tiles, stages of 4*kstage columns of
-# A; vec 2: 16-byte B/C accesses.  Offered (gate 'gemm') where the MFMA gate
-# holds and m or k exceeds mfma_tiled.MIN_DIM.
+# each with wm x wn 16x16 accumulator tiles, stages of 4*kstage columns of A;
+# vec 2: 16-byte B/C accesses
 MFMA_GEMM_ROWS = [
     Row(f'gemm-{p["mwaves"]}x{p["nwaves"]}-{p["wm"]}x{p["wn"]}'
         f'-k{p["kstage"]}-vec{vec}', MfmaGemm, dict(p, vec=vec), gate)
@@ -66,15 +45,8 @@ MFMA_GEMM_ROWS = [
               dict(mwaves=2, nwaves=2, wm=4, wn=2, kstage=2))
     for vec, gate in ((2, 'mfma gemm w2'), (1, 'mfma gemm scalar'))]
 
-# mfma-gemm for sparse operators whose non-zeros fill few slabs once A's
-# rows and used columns are reordered (gate 'mfmasparse': the MFMA arch
-# gate, A sparser than DENSE_DENSITY, analysis.sparse_gemm_worth_it and C
-# not read: prisms of orders 4 and up); a row is dropped where gemm_order
-# finds no better order (MfmaGemm.adapt).  With beta*C read its epilogue
-# waits for each row's loads of C before its stores (clang-19, the prisms'
-# M3/M6: 5-11 full waits in 23-43 loads, over the offer audit's batching
-# bound), and the twin gained little there (CUDA in context, pri m3/m6:
-# -1.1 % to +1.3 %, bench/results/cuda-h100-context-reorder3.csv)
+# mfma-gemm on reordered sparse A, C not read: with beta the epilogue waits a
+# row and the twin gained little (cuda-h100-context-reorder3.csv)
 MFMA_SPARSE_ROWS = [
     Row(f'sparse-{p["mwaves"]}x{p["nwaves"]}-{p["wm"]}x{p["wn"]}'
         f'-k{p["kstage"]}-vec{vec}', MfmaGemm, dict(p, vec=vec, reorder=True),
@@ -84,11 +56,7 @@ MFMA_SPARSE_ROWS = [
               dict(mwaves=2, nwaves=2, wm=4, wn=2, kstage=2))
     for vec, gate in ((2, 'mfmasparse w2'), (1, 'mfmasparse scalar'))]
 
-# the same tilings with each m-block's stages over its own used columns
-# only (compact; a row dropped where that saves too little:
-# analysis.compact_worth_it).  The CUDA twin, H100, n = 110080:
-# p6-pri-m460 0.80 -> 0.91 of copy, p5-pri-m460 0.88 -> 0.915
-# (bench/results/pyfr-walk-h100-compact.csv)
+# compact: each m-block over its own used columns (pyfr-walk-h100-compact.csv)
 MFMA_COMPACT_ROWS = [
     Row(f'{r.id}-compact', MfmaGemm,
         {**{x: v for x, v in r.params.items() if x != 'reorder'},
@@ -100,31 +68,8 @@ MFMA_COMPACT_ROWS = [
 # 'bigm')
 BIG_M = 64
 
-# Register-bounded rows for operators with many rows (gate 'bigm': m >
-# BIG_M), whose per-lane state does not grow with m and k:
-# - bstream-mgroup: row groups of at most msplit*rows rows, one a block,
-#   B staged through LDS in chunks of bsz rows (bsz/msplit loads a wave a
-#   chunk, one wait for all of them), one buffer of bsz*64 values
-#   (clang-19, p4-hex-m460: 70-114 VGPRs, no scratch, 2 waves a SIMD,
-#   one vmcnt(0) per 11-13 loads);
-# - cstream-mblock: `groups` row groups, one a block, B read directly into
-#   registers (the register filter drops the group counts whose groups
-#   hold too many B values; clang-19: 28-126 VGPRs, mostly 8 waves a
-#   SIMD, a few vmcnt(0) waits in all); 6 and 12 groups besides the
-#   powers of two (groups along a tensor-product operator's planes of
-#   points: 6 groups of p5-hex-m132 read each B row 2.7 times, 8 and 16
-#   3.0 and 3.5 times; not on CUDA, where ptxas spilled 9 of their 173
-#   candidates on the suites); `shared`: the rows grouped by the B rows
-#   they share (analysis.shared_row_groups); `part`: groups of about 22
-#   and 16 rows cut to read few B rows together (analysis.partition_rows;
-#   on the CUDA twin 0.90-0.91 of copy on the hex divergence of 343 rows,
-#   where contiguous groups run at 0.80); one group a block, not CUDA's
-#   two (`stack`): the pair gains by L1 serving the B rows both read, and
-#   a CU's vector L1 (16 KB gfx90a, 32 KB gfx942) holds 16-32 of the ~270
-#   B rows of 128 columns such a pair reads (docs/design.md).
-# (bstream-warprows is not offered on HIP: at 16 waves a block, 128 VGPRs
-# a lane, it spilled on a p5-hex-m3-shaped operator, and its stores of
-# loads straight into LDS wait once every 1-3 loads.)
+# gate 'bigm': per-lane state bounded whatever m and k (docs/design.md); no
+# bstream-warprows: it spilled at 16 waves a block
 BOUNDED_ROWS = [
     Row('mblock-g32', CstreamMblock, dict(width=1, groups=32), 'bigm'),
     Row('mgroup-4x16-b64', BstreamMgroup,
@@ -147,12 +92,7 @@ BOUNDED_ROWS = [
     Row('mblock-s64', CstreamMblock, dict(width=1, shared=64), 'bigm'),
     Row('mblock-p22', CstreamMblock, dict(width=1, part=22), 'bigm'),
     Row('mblock-p16', CstreamMblock, dict(width=1, part=16), 'bigm'),
-    # cstream-kparts (CstreamKparts.adapt: where its parts read each B row
-    # about once), eight waves a block: a slot of 64 columns, so a CU's
-    # 64 KiB of LDS holds 128 slots, one block (clang-19, gfx90a and
-    # gfx942, the hex m132 of 125 and 216 rows: 56-70 VGPRs, no scratch,
-    # 2-4 waves a SIMD, one vmcnt(0) per 8.5-43 loads, a warp's groups
-    # loaded in batches of at least Target.batch_loads B rows)
+    # cstream-kparts, eight waves a block: a CU's LDS holds one block's slots
     Row('kparts3-g1-w8', CstreamKparts,
         dict(parts=3, groups=1, shared=32, warps=8), 'bigm'),
     Row('kparts3-g2-w8', CstreamKparts,
@@ -162,15 +102,10 @@ BOUNDED_ROWS = [
 # one row waits for its B values as soon as it loads them)
 MBLOCK_MIN_ROWS = 2
 
-# The HIP candidate table (gimmik.base.Row: id, family, parameters, the
-# names of the conditions of _gates that must hold).  The rows offered
-# are ordered by gimmik.cost's estimate (gimmik.order), not by their place
-# here.
+# The HIP candidate table (gimmik.base.Row), ordered by gimmik.cost, not here
 CANDIDATES = [
     # id                 family          parameters                  gates
-    # mfma-dense: msplit wavefronts per block (1: direct from global, more:
-    # B staged in LDS chunks of kchunk k-tiles in nbuf buffers), pipe 0/1/2
-    # (see the template), vec 2: 16-byte B/C accesses (needs even aligne).
+    # mfma-dense: vec 2 (16-byte B/C accesses) needs an even aligne
     *[Row(f'mfma-ms{p["msplit"]}-pipe{p["pipe"]}-vec{vec}', MfmaDense,
           dict(p, vec=vec), gate)
       for p in (dict(msplit=4, pipe=2, nbuf=2, kchunk=4),
@@ -184,9 +119,7 @@ CANDIDATES = [
     *MFMA_GEMM_ROWS,
     *MFMA_SPARSE_ROWS,
     *MFMA_COMPACT_ROWS,
-    # bstream-msplit: bsz B rows per LDS stage (two stages); width 2 with
-    # bsz 16 takes 32 KiB of LDS per block, one block per 2 SIMDs of a CU
-    # (1 wave/SIMD at msplit 2), bsz 8 half that (2 waves/SIMD)
+    # bstream-msplit: bsz 8 halves bsz 16's LDS, for 2 waves a SIMD
     Row('msplit2-w2', BstreamMsplit,
         dict(width=2, msplit=2, bsz=16, ntload=True), 'w2'),
     Row('msplit2-w2-bsz8', BstreamMsplit,
@@ -211,9 +144,7 @@ CANDIDATES = [
     Row('msplit2-w1-preload', BstreamMsplit,
         dict(width=1, msplit=2, bsz=16, ntload=False, preload_c=True),
         'beta'),
-    # where no two-column candidate is offered (gate 'w1only': odd aligne,
-    # or n at run time under PyFR main's grid, MAX_OVERLAUNCH) the m-split
-    # in the depths and load kinds the two-column rows had
+    # gate 'w1only': the two-column rows' m-splits where those are not offered
     Row('msplit8-w1', BstreamMsplit,
         dict(width=1, msplit=8, bsz=16, ntload=True), 'w1only'),
     Row('msplit4-w1-nt', BstreamMsplit,
@@ -301,10 +232,8 @@ class HIPMatMul(MatMul):
                                 and (even_n or few_rows))}
 
     def registers_fit(self, kern):
-        """Whether a candidate's register estimate is within its family's
-        limit and what a lane of its block may have (the target's
-        lane_registers shared by the block's waves on each SIMD): no
-        fallback, a candidate that would spill is never offered."""
+        """Whether a candidate's register estimate fits its family's limit
+        and its block's share of a SIMD's registers."""
         est, limit = kern.registers(), kern.register_limit()
         if est is None or limit is None:
             return True

@@ -1,15 +1,6 @@
-"""Compile a generated HIP source to an AMDGPU code object with hiprtc,
-through hip-python, as PyFR does at run time.  No GPU is needed.
-
-hip-python finds `libhiprtc.so` by itself in a ROCm tree (ROCM_PATH or
-/opt/rocm) or a rocm-sdk wheel.  ROCm 5.x has no separate hiprtc library: it
-lives in libamdhip64.so.5 (Debian's libamdhip64-5 package).  When hip-python
-cannot find a libhiprtc.so, we point it at such a library through a private
-directory of symlinks, before hip-python first loads it.
-
-GIMMIK_HIPRTC_LIB names the library to use (a libhiprtc.so* or a ROCm 5
-libamdhip64.so*) and overrides the search.
-"""
+"""Compile a generated HIP source to an AMDGPU code object with hiprtc, through
+hip-python, as PyFR does at run time (no GPU needed); ROCm 5's hiprtc inside
+libamdhip64.so.5 is linked in as libhiprtc.so, GIMMIK_HIPRTC_LIB overrides."""
 
 import contextlib
 import ctypes
@@ -24,9 +15,7 @@ from gimmik.validate import GFX_ARCH as _ARCH, check_kname
 LIB_ENV = 'GIMMIK_HIPRTC_LIB'
 
 
-# The oldest ROCm whose hiprtc may be asked for an arch.  Older comgr
-# libraries do not know these targets and abort the whole process (seen:
-# ROCm 5.2 with gfx942), so they are refused before compiling.
+# oldest ROCm a hiprtc may target an arch with: older comgr aborts the process
 MIN_ROCM = {
     'gfx940': (6, 0), 'gfx941': (6, 0), 'gfx942': (6, 0),
     'gfx950': (6, 4),
@@ -153,11 +142,9 @@ def rocm_path(rocm):
 
 
 def hip_python(module, libname):
-    """hip-python's `module` ('hiprtc', 'hip'), imported (its library is
-    loaded lazily, at the first call), and the path of `libname` in the
-    rocm-sdk wheels hip-python may come with ('' when there are none).
-    Raises MissingExtra (a RuntimeUnavailable) naming the `hip` extra when
-    hip-python is not installed."""
+    """hip-python's `module` ('hiprtc', 'hip'), imported (its library is loaded
+    lazily, at the first call), and the path of `libname` in the rocm-sdk
+    wheels hip-python may come with ('' when there are none)."""
     try:
         mod = getattr(__import__('hip', fromlist=[module]), module)
     except (ImportError, AttributeError) as e:
@@ -221,11 +208,8 @@ def check_arch(arch, lib=None):
 
 # -- compiling ----------------------------------------------------------------
 def compile_hip(src, arch='gfx90a', kname='gimmik_mm'):
-    """Compile src with hiprtc for arch; return the code object bytes.
-
-    Raises HiprtcError (with the compiler log) when the source does not
-    compile or the code object lacks the kernel `kname`, and
-    RuntimeUnavailable when hiprtc cannot be loaded or cannot target arch."""
+    """Compile src with hiprtc for arch; return the code object bytes
+    (HiprtcError with the log, RuntimeUnavailable without hiprtc)."""
     if not isinstance(src, str):
         raise TypeError(f'src must be a str, not {type(src).__name__}')
     if '\0' in src:

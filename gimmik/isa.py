@@ -1,16 +1,6 @@
 """Offline ISA report for AMD GPUs: compile a generated HIP source with the
 real AMDGPU back end of clang (no GPU, no ROCm needed) and read what the
-compiler says about it: registers, spills, LDS, occupancy, MFMA count, global
-load widths, non-temporal loads and the waits on memory.
-
-`inspect(src, arch)` does one source; `gimmik isa OPERATOR` prints the table
-over every HIP candidate of an operator and a list of arches.
-
-The generated sources are written for hiprtc, which predefines the HIP
-built-ins; PRELUDE gives clang the few of them the kernels use, spelled with
-clang's own AMDGPU builtins so that no HIP header or device library is
-needed.
-"""
+compiler says about it."""
 
 from concurrent.futures import ThreadPoolExecutor
 import hashlib
@@ -38,9 +28,8 @@ CLANG_NAMES = ('clang-19', 'clang-20', 'clang-18', 'clang')
 CLANG_FLAGS = ('-x', 'hip', '--cuda-device-only', '-nogpulib', '-nogpuinc',
                '-O3', '-S', '-w')
 
-# What hiprtc predefines and the kernels use.  __syncthreads() is HIP's: a
-# release fence, the barrier, an acquire fence (a bare s_barrier would lose
-# the LDS wait before it).
+# What hiprtc predefines and the kernels use; __syncthreads() keeps HIP's
+# fences, as a bare s_barrier would lose the LDS wait before it
 PRELUDE = '''\
 #define __global__ __attribute__((global))
 #define __device__ __attribute__((device))
@@ -206,12 +195,10 @@ def _regs(operands):
 
 
 def early_waits(body):
-    """Waits on vector memory that hold MFMAs back for loads they do not
-    read: an `s_waitcnt vmcnt(N)` followed by v_mfma before the next load,
-    which forces a load none of whose registers those MFMAs read.  In a
-    kernel that issues the next tile's loads before the current tile's
-    MFMAs, such a wait undoes the pipelining (the counter is in order, so
-    waiting for a load issued after the next tile's waits for those too)."""
+    """Waits on vector memory that hold MFMAs back for loads they do not read:
+    an `s_waitcnt vmcnt(N)` followed by v_mfma before the next load, which
+    forces a load none of whose registers those MFMAs read: it undoes the
+    next tile's pipelining."""
     pending, count = [], 0      # destination registers of outstanding ops
     for idx, ins in enumerate(body):
         op, _, operands = ins.partition(' ')
@@ -311,10 +298,9 @@ _memo = {}
 
 
 def inspect(src, arch, kname=None):
-    """Compile src for arch with clang and return its report: a dict with
-    the keys of KEYS (and a few more: total_vgprs, spills, stores,
-    mfma_kinds, early_waits, code_bytes).  Reports are cached on
-    disk by a hash of the source, the arch and the compiler."""
+    """Compile src for arch with clang and return its report: a dict with the
+    keys of KEYS (and a few more: total_vgprs, spills, stores, mfma_kinds,
+    early_waits, code_bytes), cached on disk."""
     src, arch = _check_src(src), check_arch(arch)
     clang, version = find_clang()
     key = hashlib.sha256('\0'.join(
@@ -365,11 +351,8 @@ WAVE_CASES = ('bstream-msplit', 'cstream-ksplit', 'mfma-dense')
 
 
 def vm0_ok(rep, paths=1, waves=1):
-    """Whether a report waits for all vector memory operations at most once
-    per LOADS_PER_VM0 global loads, one wait a path allowed whatever its
-    loads.  paths: the row groups a block takes one of (meta row_groups),
-    judged together; waves: the waves of a block that run their own case
-    (wave_paths), each allowed one wait."""
+    """Whether a report waits for all vector memory operations at most once per
+    LOADS_PER_VM0 global loads, one wait a path allowed whatever its loads."""
     loads = sum(rep['global_loads'].values())
     return rep['vmcnt0'] <= max(paths*waves, loads / LOADS_PER_VM0)
 

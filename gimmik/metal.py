@@ -1,11 +1,7 @@
-"""Metal generator for Apple GPUs: f32 (Apple GPUs have no f64), the
-streaming families of the OpenCL table in the Metal Shading Language
-through the shared GPU templates (kernels/metal/base.mako), n baked.
-
-PyFR's Metal backend (3.1 and main, gimmik.pyfr) passes n, ldb and ldc,
-binds B and C to buffers 0 and 1 and dispatches meta['grid'] threadgroups
-of meta['threadgroup'] threads.  No Apple GPU is reachable here: the
-sources are run by the CPU executor (gimmik.emulate.run_metal)."""
+"""Metal generator for Apple GPUs: f32 (Apple GPUs have no f64), the streaming
+families of the OpenCL table in the Metal Shading Language through the shared
+GPU templates (kernels/metal/base.mako), n baked; run here by the CPU
+executor (gimmik.emulate.run_metal), no Apple GPU being reachable."""
 
 import numpy as np
 

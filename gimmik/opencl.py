@@ -1,12 +1,7 @@
-"""OpenCL generator: the streaming families through the shared GPU
-templates (kernels/opencl/base.mako spells them in OpenCL C), for any
-OpenCL device with the work-group sizes below (GPUs of every vendor,
-CPUs through PoCL); f64 needs the device's cl_khr_fp64.
-
-PyFR's OpenCL backend (3.1 and main, gimmik.pyfr) bakes n, ldb and ldc,
-passes its device's local memory size, builds kernel `kname` with the
-arguments (b, c) and launches meta['global_work_size'] work-items in
-groups of meta['local_work_size']."""
+"""OpenCL generator: the streaming families through the shared GPU templates
+(kernels/opencl/base.mako spells them in OpenCL C), for any OpenCL device with
+the work-group sizes below (GPUs of every vendor, CPUs through PoCL); f64
+needs cl_khr_fp64."""
 
 import numbers
 

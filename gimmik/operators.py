@@ -1,18 +1,6 @@
 """Operator matrices to benchmark: the PyFR suite and MatrixMarket files.
-
-An operator is named by a *spec*:
-
-* ``FILE.npz:KEY`` -- one array of a NumPy ``.npz`` archive;
-* ``FILE.mtx`` -- a MatrixMarket file (coordinate or array, real or integer,
-  general, symmetric or skew-symmetric);
-* ``KEY`` -- a key of the default PyFR suite, e.g. ``p3-hex-m460``.
-
-A *suite* is a set of named operators read from one place: the default
-PyFR suite ``bench/operators/pyfr-ops.npz`` (keys ``p{order}-{element}-
-{matrix}``), another ``.npz`` file, or a directory of ``.mtx`` files, where
-the upstream GiMMiK benchmark layout ``p{p}/{ele}/{mat}-sp.mtx`` is named
-``p{p}-{ele}-{mat}`` like the npz keys.
-"""
+A spec is ``FILE.npz:KEY``, ``FILE.mtx`` or a key of the default suite
+(``p3-hex-m460``); a suite is an .npz or a directory of .mtx files."""
 
 import contextlib
 import fnmatch
@@ -101,13 +89,8 @@ def sort_key(name):
 
 # -- MatrixMarket ---------------------------------------------------------
 def read_mtx(path):
-    """Read a real MatrixMarket file into a dense float64 array.
-
-    Supports the coordinate and array formats with real or integer fields
-    and general, symmetric or skew-symmetric symmetry.  Numbers are read
-    as MatrixMarket writes them (no digit separators, no inf or nan; an
-    integer field holds integers float64 holds exactly); a bad one is a
-    ValueError naming its line."""
+    """Read a real MatrixMarket file into a dense float64 array (ValueError
+    naming the line of a bad number)."""
     with open(path, 'rb') as f:
         raw = f.read()
     # a UTF-8 byte-order mark, as some editors write one

@@ -1,9 +1,5 @@
 """Per-family plans: which terms of A each thread evaluates, in which order,
-and where B is staged.  Plain Python over a float64 A; the templates of every
-platform only walk these lists.
-
-Values are kept as floats here; platforms turn them into literals.
-"""
+and where B is staged, so that every platform's templates only walk lists."""
 
 from dataclasses import dataclass
 
@@ -54,16 +50,8 @@ def bstream_plan(A):
 
 @dataclass
 class MsplitPlan:
-    """bstream-msplit: wavefront y owns rows groups[y]; B's used rows are
-    staged through LDS in `chunks` (lists of B row indices); for chunk q and
-    wavefront y, updates[q][y] lists (acc, value, chunk_row, first).
-
-    The chunks are loaded into registers in load batches of consecutive
-    chunks (`batches`, lists of chunk indices): a batch's global loads are
-    all issued before the chunk ahead of it is computed, and its chunks are
-    written to LDS one at a time from their registers: slots[q][y][s] is
-    the staging register of loads[q][y][s], numbered within the batch and
-    the same in every wavefront."""
+    """bstream-msplit: wavefront y owns rows groups[y]; B staged through LDS
+    in `chunks`, loaded in `batches` so a wave waits once a batch."""
     groups: list       # [(start, stop)] per wavefront
     chunks: list       # [[j, ...]] per chunk
     updates: list      # [q][y] -> [(a, value, r, first)]
@@ -89,9 +77,8 @@ class MsplitPlan:
 
 def msplit_plan(A, msplit, bsz, even=False, min_loads=None):
     """even: the wavefronts get near-equal numbers of rows (bounding the
-    accumulators of each) instead of near-equal work.  min_loads: the
-    global loads a wavefront issues a load batch (chunks joined by
-    load_runs); None: one chunk a batch."""
+    accumulators of each) instead of near-equal work; min_loads: loads a
+    batch (None: one chunk a batch)."""
     groups = (split_even(A.shape[0], msplit) if even
               else balanced_row_groups(A, msplit))
     bix = np.flatnonzero((A != 0).any(axis=0))
@@ -136,14 +123,8 @@ def msplit_plan(A, msplit, bsz, even=False, min_loads=None):
 
 @dataclass
 class WarpRowsPlan:
-    """bstream-warprows: warp y owns the rows rows[y] of C (every msplit-th
-    row from y).  B's used rows go straight from global into a
-    double-buffered shared chunk; chunks[q] are the B rows of chunk q and
-    loads[q][y] the chunk rows warp y fetches.  steps[q][y] walks the chunk
-    rows warp y uses: (r, updates, done) with updates [(i, value, first)]
-    and done the rows of C whose last term that is (stored right there,
-    freeing their accumulators).  idle[y]: warp y's rows that A leaves zero;
-    live: the most accumulators one warp holds at once."""
+    """bstream-warprows: warp y owns the rows rows[y] of C (every msplit-th row
+    from y)."""
     rows: list         # [y] -> [i]
     chunks: list       # [q] -> [j]
     loads: list        # [q][y] -> [r]
@@ -202,10 +183,8 @@ def warprows_plan(A, msplit, bsz):
 @dataclass
 class KsplitPlan:
     """cstream-ksplit: wavefront y sums the columns kcols[y] of every row into
-    partial sums; row i is finished by wavefront owner[i], which adds the
-    other wavefronts' partials from LDS slot slot[y][i].  The rows go in
-    passes (row ranges [r0, r1)), each summed, exchanged and finished before
-    the next: one pass of every row, or chunks of rows (ksplit_plan)."""
+    partial sums; row i is finished by wavefront owner[i], which adds the other
+    wavefronts' partials from LDS slot slot[y][i]."""
     kcols: list        # [y] -> [j]
     terms: list        # [y][i] -> [(j, value)]
     loads: list        # [y] -> [j] in load order
@@ -232,11 +211,7 @@ class KsplitPlan:
 
 def ksplit_plan(A, ksplit, chunk=None):
     """The plan of cstream-ksplit; chunk: rows a pass (None: one pass),
-    each pass's rows shared out among the wavefronts to finish.  One pass:
-    the used columns split into ranges of near-equal non-zeros; in chunks
-    dealt out in turn, so that a B value a wavefront loads at its first use
-    is held across fewer rows (a row's columns spread over every
-    wavefront)."""
+    columns dealt out in turn so a B value is held across fewer rows."""
     m = A.shape[0]
     if chunk is None:
         kcols = ksplit_ranges(A, ksplit)
@@ -301,11 +276,10 @@ def reads_c(row, beta):
 
 
 def load_batches(plan, beta, min_loads):
-    """A cstream plan cut into consecutive batches of rows, each
-    issuing at least min_loads global loads (B rows first needed there and,
-    where beta != 0, the C values read ahead) before its rows consume them;
-    a short last batch joins the one before.  min_loads None: one row a
-    batch, its C value read in its update (crows empty)."""
+    """A cstream plan cut into consecutive batches of rows, each issuing at
+    least min_loads global loads (B rows first needed there and, where beta !=
+    0, the C values read ahead) before its rows consume them; None: one row
+    a batch."""
     if min_loads is None:
         return [LoadBatch(list(row.loads), [], [row]) for row in plan]
     out, cur = [], None
@@ -385,11 +359,7 @@ def batched_live_values(batches):
 class RowBlockPlan:
     """rowblock (looped, not unrolled): the used rows of B, `bix`, are packed
     per column block into a contiguous buffer, packed row p holding B row
-    bix[p].  The rows of A are cut into groups of `rows` consecutive rows
-    (the last padded with zero rows that are never stored); group g uses the
-    packed rows cols[ptr[g]:ptr[g+1]] (the union of its rows' non-zero
-    columns, ascending), with vals[t][r] = A[g*rows + r, bix[cols[t]]] (zero
-    where that row does not use the column)."""
+    bix[p]."""
     rows: int
     bix: list          # [NB] B row of each packed row
     ptr: list          # [G + 1]
@@ -414,9 +384,8 @@ def rowblock_plan(A, rows):
 
 def wave_select(values, var='wave'):
     """C expression of values[var], var a wave-uniform int in
-    range(len(values)) (a register the same in every lane, so the
-    expression is scalar): a literal where the values are all equal,
-    start + step*var where they step evenly, else a chain of selects."""
+    range(len(values)) (a register the same in every lane, so the expression is
+    scalar)."""
     values = [int(v) for v in values]
     if len(set(values)) == 1:
         return str(values[0])
@@ -430,10 +399,8 @@ def wave_select(values, var='wave'):
 
 
 def wave_positions(rows, count, fill=0):
-    """rows: [y] -> the rows wave y holds at positions 0, 1, ...; returns
-    [p] -> the row each wave loads for position p in range(count), one
-    code for every wave: a wave without a p-th row loads its last (fill
-    where it holds none), a value it never uses."""
+    """[p] -> the row each wave loads for position p (one code for every
+    wave; a wave short of rows loads its last, or fill)."""
     return [[r[min(p, len(r) - 1)] if r else fill for r in rows]
             for p in range(count)]
 
@@ -447,10 +414,9 @@ def wave_runs(reads, min_loads):
 
 
 def msplit_stage_rows(plan):
-    """[q][s] -> the chunk row each wave loads into the s-th staging
-    register of chunk q and writes to LDS (one code for every wave): wave
-    y's row y + s*msplit, a wave without one the chunk's last row (the
-    same value its owner writes to the same place)."""
+    """[q][s] -> the chunk row each wave loads into the s-th staging register
+    of chunk q and writes to LDS (one code for every wave; a wave without
+    one repeats the chunk's last row, as its owner writes it)."""
     ms = len(plan.groups)
     return [[[min(y + s*ms, len(ch) - 1) for y in range(ms)]
              for s in range(len(plan.loads[q][0]))]

@@ -1,17 +1,8 @@
 """How PyFR drives a generator, as data: per PyFR release and backend, which
 operators it sends (its filter), how it builds the generator and calls
-kernels(), the kernel's arguments, the grid it launches and the feedback
-it sends back (pyfr/backends/<backend>/gimmik.py of PyFR 3.1 and of PyFR's
-main branch).  Tests, the replays in bench/ and the start-up cuts read
-these; nothing else keeps a copy.
-
-    proto = PROTOCOLS['main', 'hip']
-    if proto.sends(A):
-        mm = proto.generator(A, beta, aligne, n, ldb, ldc)
-        kgen = proto.kernels(mm, np.float64, 'gfx942:sramecc+:xnack-')
-        src, meta = kgen.send(None)
-        grid, block = proto.launch(meta, n)
-"""
+kernels(), the kernel's arguments, the grid it launches and the feedback it
+sends back (pyfr/backends/<backend>/gimmik.py of PyFR 3.1 and of PyFR's main
+branch), so that tests and bench replays keep no copy of their own."""
 
 import copy
 import csv
@@ -169,13 +160,8 @@ def needed_blocks(meta, n):
 
 
 def walk(proto, kgen, time_candidate, ifac=IFAC, nkerns=None):
-    """PyFR's provider loop over a kernels() generator: at most nkerns
-    (default proto.nkerns) candidates, each timed by time_candidate(src,
-    meta) -> seconds or (seconds, {'registers', 'local_mem',
-    'shared_mem'}); a
-    candidate becomes the pick only when faster than ifac x the pick so
-    far; the feedback's runtime in milliseconds.  Returns {'seen':
-    [(variant, seconds)], 'pick': index or None}."""
+    """PyFR's provider loop over a kernels() generator: a candidate is picked
+    only when faster than ifac x the pick so far; returns {'seen', 'pick'}."""
     kdata, seen, pick = None, [], None
     try:
         for _ in range(nkerns or proto.nkerns):
@@ -211,10 +197,8 @@ def panel(n_target, nvars, soasz=SOASZ):
 
 # -- recorded walks: the walk replayed over measured candidate times ---------
 def read_times(path):
-    """{op: [(variant, seconds)]} of our candidates in a candidates CSV, in
-    the file's (offer) order, or {(op, n): ...} where the file has an n
-    column; rows of another kind (upstream's) or not 'ok' are left out.  A
-    path ending .gz is read through gzip."""
+    """{op: [(variant, seconds)]} of our candidates in a candidates CSV in
+    offer order ({(op, n): ...} where it has an n column; .gz read too)."""
     out = {}
     opener = gzip.open if path.endswith('.gz') else open
     with opener(path, 'rt', newline='') as f:
@@ -230,12 +214,10 @@ def read_times(path):
 
 def replay_times(proto, mm, times, dtype=np.float64, arch=None,
                  offer=None):
-    """walk() of `proto` over mm's kernels() with each candidate's time
-    looked up in `times` ({variant: seconds}; one without a time counts as
-    infinitely slow): what the walk would pick from recorded times.  offer:
-    ranked candidates walked in place of what kernels() offers (e.g. all of
-    candidates(), the order without the start-up cut).  Only variant names
-    travel: no source is rendered, mm is left as it was."""
+    """walk() of `proto` over mm's kernels() with each candidate's time looked
+    up in `times` ({variant: seconds}; one without a time counts as infinitely
+    slow): what the walk would pick from recorded times; `offer` walks ranked
+    candidates instead, and no source is rendered."""
     named = copy.copy(mm)
     named.render = lambda cand, dtype, kname='gimmik_mm': (
         '', {'variant': cand.variant})

@@ -1,14 +1,10 @@
-"""Upstream GiMMiK 4.0's other public names, so that code written against
-it (PyFR's backends among it) imports: its call signatures and operand
-kinds as constants, its C-with-OpenMP generator as this package's C
-platform (the same kernel contract), and the generators this package does
-not offer as classes that say which one to use instead."""
+"""Upstream GiMMiK 4.0's other public names, so that code written against it
+(PyFR's backends among it) imports; generators not offered here say which to
+use instead."""
 
 from gimmik.c import CMatMul
 
-# Call signatures a kernel may have, and the operand kinds a caller may
-# have to prepare (upstream's names and values); every kernel here takes
-# SIG_BC: (b, c) with n baked, (n, b, ldb, c, ldc) at run time
+# upstream's call signatures and operand kinds; every kernel here takes SIG_BC
 SIG_BC = 'bc'
 SIG_ABC = 'abc'
 SIG_BDESC_CDESC = 'bdesc-cdesc'

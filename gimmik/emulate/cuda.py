@@ -1,7 +1,5 @@
-"""Run generated CUDA source, unchanged, on the CPU: compiled by the host
-C++ compiler (C++20) against cuda_shim.h, each block's threads as OS
-threads.  The tensor-core kernels enter the emulation through hooks their
-templates provide (GIMMIK_EMULATE, GIMMIK_CP_ASYNC; see the shim)."""
+"""Run generated CUDA source, unchanged, on the CPU: compiled by the host C++
+compiler (C++20) against cuda_shim.h, each block's threads as OS threads."""
 
 import os
 

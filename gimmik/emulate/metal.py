@@ -1,7 +1,4 @@
-"""Run generated Metal Shading Language source on the CPU: compiled as C++
-against metal_shim.h (the HIP shim's threads, threadgroup memory under
-Metal's names), the kernel's thread-position parameters passed from the
-shim's threadIdx, blockIdx, blockDim and gridDim."""
+"""Run generated Metal Shading Language source on the CPU."""
 
 import os
 
