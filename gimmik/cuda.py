@@ -1,14 +1,6 @@
-"""CUDA generator for NVIDIA GPUs (Ampere sm_80 and later; Hopper sm_90).
-
-The streaming families are the HIP ones for a 32-wide warp, with read-only
-(`ld.global.nc`) or evict-first (`ld.global.cs`) loads of B and stores of C
-cached in L2 (`st.global.cg`: in a solver the next kernel reads C);
-`cstream-mblock` splits the rows of A across blocks.
-`mma-gemm` runs f64 operators on the FP64 tensor cores: a GEMM with 2-D
-block tiling, A and B staged through shared memory by cp.async, m8n8k4 or
-Hopper's m16n8k4/k8/k16, zero slabs of A skipped.  The families are
-gimmik.families; the fragment bake gimmik.fragments.mma.
-"""
+"""CUDA generator for NVIDIA GPUs (Ampere sm_80 and later; Hopper sm_90): the
+HIP streaming families for a 32-wide warp, with C stored cached in L2 (the
+next kernel reads it), and mma-gemm on the FP64 tensor cores."""
 
 import numpy as np
 
@@ -32,88 +24,46 @@ from gimmik.targets import CUDA
 # estimates are rough; ptxas takes what it needs below the cap).
 MIN_REGISTER_CAP = 168
 
-# The launch bounds: a candidate whose family's free_registers is at least
-# its register estimate gets no minimum of blocks per SM on sm_90
-# (gimmik.families.FREE_REGISTER_ESTIMATE says why); the others ask for as
-# many as the register budget allows, or as the row names (blocks).
+# The launch bounds: a candidate whose family's free_registers is at least its
+# register estimate gets no minimum of blocks per SM on sm_90
+# (gimmik.families.FREE_REGISTER_ESTIMATE says why); the others ask for as many
+# as the register budget allows, or as the row names
 
 # Unrolled kernels holding their values in registers whose code is long (at
 # least LONG_KERNEL_TERMS multiply-adds a thread: Family.long_kernel, the
-# families' register_resident and thread_terms) need up to
-# nearly three times their estimate: ptxas (CUDA 13, sm_90) hoists loads
-# (B's, and C's where beta != 0) and addresses over the straight-line code.
-# bench/results/cuda-spill-audit*.csv: operators of orders 3-6 on other
-# point sets spilled at 168 registers with estimates of 94-106, and at 255
-# with 94-160.  Such candidates are budgeted LONG_REGISTER_FACTOR times
-# their estimate and offered only where that fits a thread's 255.
-# (bstream-warprows, long, gets a thread's 255 registers: its
-# long_min_blocks.)
+# families' register_resident and thread_terms) need up to nearly three times
+# their estimate, as ptxas hoists loads: budgeted LONG_REGISTER_FACTOR times it
+# (cuda-spill-audit*.csv)
 LONG_KERNEL_TERMS = 800
 LONG_REGISTER_FACTOR = 2.75
 
 # ptxas keeps the f64 values of A a thread's code uses more than once in
-# registers (two each), which no estimate counts: a family with
-# long_min_blocks gets one block an SM where a thread's code reuses at
-# least HOISTED_VALUES of them (docs/cuda-spills.md: 384-533 spilled at 168
-# registers or at ptxas's own 80; the suites' others reuse at most 258).
+# registers (two each), which no estimate counts: one block an SM from this
+# many (docs/cuda-spills.md)
 HOISTED_VALUES = 320
 
-# SHARED_ROWS: cstream-mblock's groups by shared B rows (rows mblock-s*;
-# the partitioned ones, mblock-p*, alike), as ptxas (CUDA 13, sm_90)
-# compiled them on the PyFR suites at n = 110080 baked and at run time
-# (aligne 4): ptxas hoists loads across a group's rows, to 1.5-3x the
-# estimate (p3-pri-m460: 72 -> 222 registers).
-# Groups of 936-1692 non-zeros went to 254 registers and spilled 24-200
-# bytes, and so did the beta-1 operators' (prism face operators, 64-616
-# bytes, held at 64-168 registers by the estimate's launch bound); with
-# no bound but one block an SM, a group of 504 spilled too.  So they are
-# offered for beta 0 and groups of fewer than LONG_KERNEL_TERMS non-zeros
-# only (groups of 504-644 compiled to 94-168 registers, no spill), and
-# budgeted as long kernels (Family.long_kernel: LONG_REGISTER_FACTOR times the
-# estimate, offered where that fits 255 registers).  Rows of one support
-# cut into groups of fewer non-zeros (p5/p6-pri-m460, 21 non-zeros a row)
-# did not spill but ran at 0.30-0.47 of copy on the H100, where the
-# reordered mma-gemm runs at 0.81-0.88: such operators get none.
+# SHARED_ROWS (mblock-s*, mblock-p*): ptxas hoists loads across a group's rows,
+# so beta 0 and groups under LONG_KERNEL_TERMS only, budgeted as long kernels
 
-# How the streaming families store C unless a row names it: 'cg' keeps the
-# lines in L2 for the kernel that reads C next ('cs', evict-first, sends
-# them to DRAM: in PyFR's place, between the kernel writing B and the one
-# reading C, it was up to 8 % slower on operators whose step fits in L2;
-# docs/in-context.md)
+# 'cg' keeps C in L2 for the kernel that reads it next (docs/in-context.md)
 C_STORE = 'cg'
 
 
 def _sparse_gemm(tiling):
-    """A sparse mma-gemm row's parameters (gate gemmsparse): zero slabs
-    skipped, beta*C loaded first, and on the transposed tiles A reordered
-    (gemm_order: timed on those only, prism operators, bench/results/
-    cuda-h100-context-reorder*.csv); each option dropped where it changes
-    nothing (MmaGemm.adapt)."""
+    """A sparse mma-gemm row's parameters (gate gemmsparse): slabs skipped,
+    A reordered on the transposed tiles (cuda-h100-context-reorder*.csv)."""
     p = dict(tiling, skip=True, cpre=True)
     if tiling['shape'].endswith('t'):
         p['reorder'] = True
     return p
 
 
-# The CUDA candidate table (gimmik.base.Row: id, family, parameters, the
-# names of the conditions of _gates that must hold).  gimmik.order's rules
-# place the rows they name (by id) first; the tail rows follow in table
-# order.  PyFR only times the first few.
+# The CUDA candidate table (gimmik.base.Row): gimmik.order places rows by id,
+# as PyFR only times the first few
 CANDIDATES = [
     # id                 family          parameters                  gates
-    # mma-gemm: skip and cpre are dropped where they change nothing (beta
-    # 0, no zero slab: see MmaGemm.adapt).  The H100 winners first
-    # (bench/results/cuda-h100-gemm-transposed.csv: the 64 x 64 transposed
-    # m16n8k4t tile, six 8-deep stages, best on 25 of 29 operators).  The
-    # transposed shapes read B's fragments as 16-byte vectors for any k and
-    # store C in whole lines; m8n8k4 is the sm_80 shape.  Static shared
-    # memory (48 KiB, all PyFR's launches allow) bounds BK*(BM + BN)*nbuf.
-    # blocks=4: the same tile held to 128 registers, four blocks an SM
-    # (without, ptxas gives it up to 140 registers, three blocks where it
-    # takes more than 128): 3 % faster on the 21 dense operators with m or
-    # k > 128, up to 9 % where C is written more than B is read
-    # (bench/results/cuda-h100-gemm-blocks*); the row without stays, best
-    # where k is long and m small.
+    # mma-gemm: H100 winners first (cuda-h100-gemm-transposed.csv); blocks=4
+    # holds a tile to four blocks an SM (cuda-h100-gemm-blocks*)
     *[Row(rid, MmaGemm, dict(p, skip=True, cpre=True), gates, tail=tail)
       for rid, p, gates, tail in [
         ('gemm-t4-blocks4',
@@ -189,27 +139,14 @@ CANDIDATES = [
     # (SHARED_ROWS)
     *[Row(f'mblock-s{u}', CstreamMblock, dict(width=1, shared=u, ld='nc'),
           'bigm stream beta0') for u in (32, 48, 64)],
-    # the rows partitioned into groups of about 22 and 16 rows reading few
-    # B rows together (analysis.partition_rows; offered as the shared
-    # groups, budgeted by PART_MAX_TERMS), two groups a block sharing
-    # their common B rows through L1 (stack).  H100, n = 110080, the hex
-    # divergence of 343 rows (16 contiguous groups 0.80 of copy): 16 such
-    # groups one a block 0.90, 0.88-0.89 in the walk
-    # (bench/results/pyfr-walk-h100-part22.csv), two a block 0.93 (one
-    # warp each, four a block: 0.49); 8-12 groups spilled (40-48 rows a
-    # group), 24-32 groups 0.82-0.86
+    # partitioned groups, two a block sharing B rows through L1
+    # (pyfr-walk-h100-part22.csv)
     *[Row(f'mblock-p{r}-x2', CstreamMblock,
           dict(width=1, part=r, stack=2, ld='nc'), 'bigm stream beta0')
       for r in (22, 16)],
     Row('ksplit2', CstreamKsplit, dict(ksplit=2), 'stream'),
     Row('ksplit4', CstreamKsplit, dict(ksplit=4), 'stream'),
-    # k split into parts, partial sums crossing them in shared memory
-    # (offered where each B row is read about once: CstreamKparts.adapt).
-    # blocks=4: without it ptxas (sm_90) kept them to 64-128 registers
-    # and they ran at 0.89-0.94 of copy on the H100 (n = 110080, hex
-    # gradients' transposes of 125 and 216 rows); asked for four blocks an
-    # SM it hoisted loads into 114-210 registers, 0.94-0.97 (measured on
-    # sm_90 only, and its blocks are an sm_90 SM's: gate sm90)
+    # k split into parts; blocks=4 let ptxas hoist loads, faster (sm_90 only)
     *[Row(f'kparts3-g{g}-w{w}', CstreamKparts,
           dict(parts=3, groups=g, shared=32, warps=w, blocks=4),
           'stream sm90')
@@ -247,11 +184,7 @@ CANDIDATES = [
         ('sparse-t4-wm2',
          dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=2, wn=2, kstage=2,
               nbuf=6), False)]],
-    # the same two transposed tiles, each m-block's k loop over its own
-    # used columns of A (compact; offered where that cuts the stages run:
-    # MmaGemm.adapt).  H100, n = 110080, beside the reordered twins:
-    # p6-pri-m460 0.80 -> 0.90 of copy, p5-pri-m460 0.88 -> 0.90,
-    # p6-pri-m0 0.83 -> 0.90 (the 32-row tile)
+    # the same two transposed tiles, compact (each m-block's own used columns)
     *[Row(rid, MmaGemm, dict(p, cpre=True, compact=True), 'gemmsparse')
       for rid, p in [
         ('sparse-t4-compact',
@@ -267,52 +200,30 @@ CANDIDATES = [
 # to the tensor cores there and take minutes each to compile.
 MAX_STREAM_NNZ_DENSE = 8192
 
-# mma-gemm is also offered (gate gemmsparse: sm_90 and an even alignment
-# too) for f64 operators below the dense threshold where
-# sparse_gemm_worth_it (prism-like), and for those with beta != 0 whose
-# dense product is memory-bound (not gemm_compute_bound): there beta*C's
-# read and C's write, most of the bytes, go in whole lines tile by tile.
-# H100, 15 operators the streaming families and the vendor ran within 3 %
-# of each other (bench/results/cuda-h100-gemm-sparse-beta*): mma-gemm beat
-# the streaming families on 3 of the 7 with beta != 0 (1.004-1.045x;
-# p3-hex-m3 0.98x -> 1.03x the vendor) and lost 0.6-2.7 % on the others,
-# beta 0 included; gimmik.order puts it first for the prism-like only.
+# gate gemmsparse: mma-gemm for prism-like sparse A, and for memory-bound beta
+# != 0, where C moves in whole lines (cuda-h100-gemm-sparse-beta*)
 
 # Where it is (gate gemmsparse), the unrolled streaming families are not for
-# operators with more non-zeros than this: on the H100 the best of them was
-# 3.1x (p7-pri-m6, 29952 non-zeros) and 5.5x (p7-pri-m3, 27648) slower than
-# mma-gemm, and nvcc did not finish the candidates of a 93438-non-zero
-# operator in 9 minutes (bench/results/cuda-h100-p7*).
+# operators with more non-zeros than this: far slower than mma-gemm and slow
+# to compile (cuda-h100-p7*)
 MAX_STREAM_NNZ_SPARSE = 16384
 
 # With n baked, operators with at least BAKED_OFFER_MIN_NNZ non-zeros are
 # offered no two-columns-a-thread variant (twice the unrolled body: 2-3x
 # the NVRTC time of its one-column twin) and only their first BAKED_OFFER
 # candidates, dense ones (density >= DENSE_DENSITY) their first
-# BAKED_OFFER_DENSE, only tensor-core tiles where they have
-# BAKED_MMA_ONLY_NNZ non-zeros or more: PyFR compiles every candidate it
-# times at start-up.  The recorded H100 times at n = 110080 keep the best
-# offered within 2 % of the best recorded on every PyFR operator but one
-# (bench/pyfr/pyfr_startup.py --summary,
-# bench/results/pyfr-startup-analysis.md);
-# PyFR 3.1 on the H100 with this cut: cold start-up tet p4 (filter off)
-# 10.98 -> 8.98 s, pyr p4 11.78 -> 9.19 s, tet p3 12.21 -> 9.27 s, the same
-# ms per step (bench/results/pyfr-e2e-h100-startup.csv).
+# BAKED_OFFER_DENSE, only tensor-core tiles where they have BAKED_MMA_ONLY_NNZ
+# non-zeros or more, as PyFR compiles every candidate it times at start-up
+# (pyfr-startup-analysis.md, pyfr-e2e-h100-startup.csv)
 BAKED_OFFER = 3
 BAKED_OFFER_DENSE = 2
 BAKED_OFFER_MIN_NNZ = 512
 BAKED_MMA_ONLY_NNZ = 1500
 
 # Evict-first B loads (ld 'cs': the bstream, m-split bstream and cstream-cs
-# rows) keep L2 for C where the B panel is about one to two L2s; where
-# it is many L2s nothing of it stays there anyway, and with n baked the
-# rows whose panel (rows of B used times n) has more than
-# PLAIN_B_MIN_VALUES values (200 MiB in f64, four H100 L2s) load B plainly
-# (ld 'plain').  H100, in PyFR's place (bench/pyfr/in_context.py), each 'cs'
-# candidate beside its plain twin: panels of 54-108 MiB, plain 1.03-1.09x
-# the time (one 0.99x); 134 MiB 1.01-1.02x; 210-227 MiB 0.98-1.005x;
-# 269-538 MiB 0.97-0.99x (one 1.05x: msplit16)
-# (bench/results/cuda-h100-context-ldtwin*-candidates.csv).
+# rows) keep L2 for C where the B panel is about one to two L2s; far larger,
+# nothing stays, and baked n loads B plainly
+# (cuda-h100-context-ldtwin*-candidates.csv)
 PLAIN_B_MIN_VALUES = 25*2**20
 
 # The most used B rows an m-split stages in one chunk at run-time n
@@ -386,19 +297,16 @@ class CUDAMatMul(MatMul):
         if row.family is CstreamMblock and grouped(params) and max(
                 group_terms(self.A, params)) >= LONG_KERNEL_TERMS:
             return None
-        # where the tiles are walked in a loop (runtime_client_grid: the
-        # twin of PyFR main's HIP launch; gpu-base.mako, tiles_open), its
-        # live ranges spilled the mma-gemm tile held to 128 registers by a
-        # minimum of blocks (ptxas, sm_90: 72 bytes): no minimum there
-        # (the row then repeats the one without)
+        # where the tiles are walked in a loop (runtime_client_grid: the twin
+        # of PyFR main's HIP launch; gpu-base.mako, tiles_open), its live
+        # ranges spilled the mma-gemm tile held to 128 registers by a minimum
+        # of blocks (ptxas, sm_90): no minimum there
         if (self.runtime_client_grid and 'blocks' in params
                 and row.family in (MmaGemm, CstreamKparts)):
             params = {k: v for k, v in params.items() if k != 'blocks'}
         # at run-time n an m-split stages B's used rows, up to
-        # RUNTIME_ONE_CHUNK of them, in one chunk: one barrier a column
-        # tile instead of two (H200, n = 110080, in context: p4-quad-m6's
-        # 20 used rows in chunks of 16 ran 1.12x upstream's one chunk of
-        # 24, bench/results/cuda-h200-context-runtime-n-plainb.csv)
+        # RUNTIME_ONE_CHUNK of them, in one chunk: one barrier a tile, not two
+        # (cuda-h200-context-runtime-n-plainb.csv)
         nused = len(self.info.bix)
         if (self.runtime_client_grid and row.family is BstreamMsplit
                 and params.get('width', 1) == 1
@@ -409,11 +317,8 @@ class CUDAMatMul(MatMul):
         if (params.get('ld') == 'cs' and self.n is not None
                 and len(self.info.bix)*self.n > PLAIN_B_MIN_VALUES):
             return dict(params, ld='plain')
-        # and bstream's at run-time n (the twin of PyFR main's HIP launch):
-        # in the client's hot walk its evict-first loads ran 0.65-0.85x its
-        # plain time and won over m-split candidates 5-7 % faster in
-        # context, where plain and evict-first were within 1 % (H200,
-        # bench/results/cuda-h200-context-runtime-n-probe-candidates.csv)
+        # and bstream's at run-time n: evict-first won in the client's hot walk
+        # (cuda-h200-context-runtime-n-probe-candidates.csv)
         if (row.family is Bstream and params.get('ld') == 'cs'
                 and self.runtime_client_grid):
             return dict(params, ld='plain')
@@ -451,10 +356,8 @@ class CUDAMatMul(MatMul):
 
     def _platform_context(self, kern):
         # Without a second launch bound ptxas (CUDA 13, sm_90) may cap the
-        # registers low enough to spill (64 for 128 threads, 32 for 1024);
-        # ask for as many blocks per SM as the budget allows, or as the
-        # row names (blocks).  Small kernels get none (the family's
-        # free_registers); nor does a family without a register estimate.
+        # registers low enough to spill (64 for 128 threads, 32 for 1024); ask
+        # for as many blocks per SM as the budget allows
         ctx = {'ld': kern.params.get('ld', 'nc'),
                'st': kern.params.get('st', C_STORE), 'minblocks': None}
         block = kern.geometry().block

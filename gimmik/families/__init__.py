@@ -1,65 +1,16 @@
 """Kernel families: one class per family, bound to one candidate.
 
-A family object knows everything about one candidate kernel: its launch
-geometry (block, shared bytes, columns per thread and, where they differ
-from the default, columns per block and row groups), how a table row's
-parameters bind to an operator (adapt), its plan (built once, on first
-use), the context its template walks, its register estimate, its cost
-model (:meth:`Family.work`, :meth:`Family.finish_rows`), and the facts the
-platforms' policies read from it (class attributes and methods):
+A family object knows its launch geometry, how a table row binds to an
+operator (adapt), its plan, template context, register estimate and cost
+model (work, finish_rows), and the facts platform policies read from its
+class attributes (max_registers, free_registers, register_resident,
+long_min_blocks, padded_tail, no_packed_f32, arch_specific, template_file).
 
-- ``name``: the family's name, its template's name (``<name>.mako``) and
-  meta['tplname']; code refers to a family by its class or ``Cls.name``.
-- ``arch_specific``: the kernel runs only on the architectures its gates
-  name (matrix-core instructions); the legacy gimmik.generate_mm, which
-  names no architecture, passes such candidates over.
-- ``max_registers``: {platform: the most 32-bit registers a thread may need
-  by :meth:`Family.registers` for the candidate to be offered, or None for
-  no limit (the family bounds its registers itself, in adapt)}, where it
-  differs from the platform's (gimmik.targets, Target.max_registers).
-- ``free_registers`` (CUDA launch bounds): on sm_90, a candidate whose
-  register estimate is at most this gets no minimum of blocks per SM in
-  its launch bounds (ptxas then keeps its registers low); None: always a
-  minimum (from the register budget, or the row's ``blocks``).
-- ``register_resident``, :meth:`Family.thread_terms`,
-  :meth:`Family.long_kernel`, ``long_min_blocks``,
-  :meth:`Family.terms_bound` (CUDA register budgets of long unrolled
-  kernels); ``padded_tail``, ``no_packed_f32`` (HIP template switches).
-- ``template_file``: the family's template where it is not
-  ``kernels/<platform or common>/<name>.mako`` (a family defined outside
-  the package).
-
-The platforms (gimmik.hip, gimmik.cuda, gimmik.c) keep their candidate
-tables (data: gimmik.base.Row, with an id gimmik.order places it by and
-gates named from the platform's gate_names), their base template and the
-mechanisms of their policies (launch limits: MatMul.launch_fits; register
-budgets: MatMul.registers_fit; launch bounds); what a family needs from its
-platform it reads from the generator: the warp width
-(``mm.warp_size(opts)``) and the threads of a streaming block
-(``mm.stream_threads(opts)``).
-
-Adding a family ``foo-bar``:
-
-1. ``gimmik/families/foo_bar.py``: a subclass of :class:`Family` with
-   ``name = 'foo-bar'`` and at least :meth:`Family.geometry` and
-   :meth:`Family.build_plan`; :meth:`Family.context` for the template's extra
-   names, :meth:`Family.live_values` (or :meth:`Family.registers`) for the
-   register estimate every GPU family must give, :meth:`Family.adapt` to
-   bind a table row's parameters to an operator, and the class attributes
-   above where the defaults do not hold; :meth:`Family.work` where the
-   one-pass streaming cost model does not fit it.  Modules of this
-   package are found by name: nothing else to register (a generator also
-   finds the families of its own table, MatMul.table).
-2. ``gimmik/kernels/<platform>/foo-bar.mako`` (or ``kernels/common/`` for a
-   family every GPU platform offers), inheriting ``base.mako``.
-3. Rows in the platform's candidate table, each with a unique id, and
-   each either named by a rule of gimmik.order or marked ``tail=True``
-   (offered after the rows the rules place, in table order).
-
-tests/test_families.py walks every row of every table and checks all of
-this: the family exists, its template resolves on the platform, its gates
-are known, its registers are estimated and the rows are placed.
-"""
+Adding a family ``foo-bar``: a :class:`Family` subclass in foo_bar.py here
+(name, geometry, build_plan, live_values; adapt, context, work where the
+defaults do not hold), its template kernels/<platform or common>/foo-bar.mako
+inheriting base.mako, and rows in the platform's table, each named by a
+gimmik.order rule or tail=True; tests/test_families.py checks all of it."""
 
 from dataclasses import dataclass
 from functools import cached_property
@@ -73,15 +24,9 @@ from gimmik import cost, plans
 # Registers a candidate needs beyond its live values (addresses, indices)
 REGISTER_MARGIN = 24
 
-# Register estimate at or below which the streaming families that keep
-# no B values in shared memory (cstream, cstream-mblock, bstream) get no
-# minimum of blocks per SM in their CUDA launch bounds on sm_90
-# (Family.free_registers): on the H100 at PyFR's panels, ptxas given 3
-# blocks of 128 threads per SM hoisted loads into 118 registers where 48
-# do (bench/results/pyfr-walk-analysis.md).  The families staging B
-# through shared memory keep theirs: without it ptxas (sm_80) spilled an f32
-# bstream-msplit.  Measured on sm_90 and applied there only: ptxas for
-# sm_80 spilled an f32 cstream without the minimum.
+# At or below this estimate, streaming families without B in shared memory get
+# no CUDA block minimum on sm_90: with one ptxas hoisted loads into more
+# registers (pyfr-walk-analysis.md); staging families spilled without one
 FREE_REGISTER_ESTIMATE = 64
 
 
@@ -194,10 +139,9 @@ class Family:
         return cost.stream_work(self, len(self.info.bix))
 
     def finish_rows(self):
-        """Rows of C a thread finishes one after the other, each store
-        after its own load of C (kernels/common/gpu-base.mako's finish),
-        a full wait each on HIP where C is read (cost.c_row_waits); None:
-        none counted."""
+        """Rows of C a thread finishes one after the other, each store after
+        its own load of C (kernels/common/gpu-base.mako's finish), a full wait
+        each on HIP where C is read (cost.c_row_waits)."""
         return None
 
     def thread_terms(self):
@@ -234,11 +178,9 @@ class Family:
         return REGISTER_MARGIN + words*live
 
     def launch_blocks(self, sm_shared, reserved):
-        """The blocks per SM a table row names (parameter blocks: the
-        launch bound then caps registers at 64K/(threads*blocks)), None
-        where it names none; ValueError where that many blocks do not fit
-        an SM's sm_shared bytes of shared memory (reserved more each) or
-        its 2048 threads."""
+        """The blocks per SM a table row names (parameter blocks: the launch
+        bound then caps registers at 64K/(threads*blocks)), None where it names
+        none; ValueError where that many blocks do not fit an SM."""
         blocks = self.params.get('blocks')
         if blocks is None:
             return None
@@ -253,10 +195,10 @@ class Family:
 
     # -- shared ----------------------------------------------------------
     def batch_min_loads(self, plan=None):
-        """The loads a cstream load batch issues (Target.batch_loads)
-        where the kernel reads C or, given its cstream plan, where one row a
-        batch would wait more than once per batch_loads loads
-        (plans.row_batches_wait_often); else None (one row a batch)."""
+        """The loads a cstream load batch issues (Target.batch_loads) where the
+        kernel reads C or, given its cstream plan, where one row a batch would
+        wait more than once per batch_loads loads
+        (plans.row_batches_wait_often)."""
         size = self.mm.target.batch_loads
         if size is None:
             return None
@@ -268,15 +210,9 @@ class Family:
 
     def cstream_batches(self, plan):
         """A cstream plan in load batches (plans.load_batches, the GPU
-        templates walk them; one row a batch on CUDA and C).  Batches that
-        C does not ask for (beta 0) give way to one row a batch where
-        their registers exceed the family's limit and n is baked: there
-        clang-19 issues a row's loads ahead of the rows before it (each
-        address a constant offset from the column); with n at run time it
-        waits for each row's loads in turn (cstream/width2 of a 27 x 81
-        operator, 8-9 non-zeros a row: 38 full waits on 162 loads, 2 on 81
-        with n baked), so the batches are kept and the register limit
-        decides whether the candidate is offered."""
+        templates walk them; one row a batch on CUDA and C); unasked batches
+        past the register limit give way with n baked, where clang-19
+        issues rows' loads ahead anyway."""
         min_loads = self.batch_min_loads(plan)
         batches = plans.load_batches(plan, self.mm.beta, min_loads)
         if min_loads is None or self.mm.beta != 0 or self.mm.n is None:
