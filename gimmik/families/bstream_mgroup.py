@@ -12,11 +12,9 @@ column tile run together)."""
 
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from gimmik import cost, plans
 from gimmik.analysis import split_even
-from gimmik.families import Family, Geometry, recurring
+from gimmik.families import Family, Geometry
 from gimmik.families.cstream_mblock import group_reads
 
 
@@ -54,9 +52,6 @@ def mgroup_plan(A, msplit, rows, bsz, min_loads=None):
 
 class BstreamMgroup(Family):
     name = 'bstream-mgroup'
-    # CUDA sm_90: a wave's long code or reused f64 values (cuda
-    # HOISTED_VALUES) spilled at 3 blocks a SM: one block, 255 registers
-    long_min_blocks = 1
     # HIP (as bstream-msplit's, measured on both)
     no_packed_f32 = True
 
@@ -125,16 +120,10 @@ class BstreamMgroup(Family):
     def _c_loads(sub):
         return max(s1 - s0 for s0, s1 in sub.groups)
 
-    def _wave_rows(self):
-        """[rows of A] of each (group, wave): one thread's code each."""
-        return [self.A[r0 + s0:r0 + s1] for r0, _, sub in self.plan.groups
-                for s0, s1 in sub.groups]
-
-    def thread_terms(self):
-        return max(int(np.count_nonzero(rows)) for rows in self._wave_rows())
-
-    def recurring_values(self):
-        return max(recurring(rows) for rows in self._wave_rows())
+    def long_kernel(self, min_terms):
+        # CUDA f64: ptxas needed up to twice the estimate, spilling at 3
+        # blocks a SM (168) on 4 of 75 operators (docs/cuda-spills.md)
+        return self.itemsize == 8
 
     def live_values(self):
         # one wave's accumulators and its staged share of a chunk, or,
