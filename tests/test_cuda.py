@@ -597,7 +597,10 @@ GEMM_EMU = [  # (shape params, operator, beta, baked)
 
 
 @pytest.mark.skipif(GXX is None, reason='g++ is not installed')
-@pytest.mark.parametrize('case', range(len(GEMM_EMU)))
+# the default run takes every third tile shape; --full all of them
+@pytest.mark.parametrize('case', [
+    c if c % 3 == 0 else pytest.param(c, marks=pytest.mark.full)
+    for c in range(len(GEMM_EMU))])
 def test_gemm_kernel_emulated(rng, case):
     """The generated mma-gemm kernel, run on the CPU, computes
     C = A*B + beta*C: ragged m, k and n (two column blocks, the last one
@@ -881,7 +884,8 @@ def test_evict_first_b_loads_only_below_many_l2s(rng):
 
 
 @pytest.mark.skipif(GXX is None, reason='g++ is not installed')
-@pytest.mark.parametrize('beta', [0.0, -0.5])
+@pytest.mark.parametrize('beta', [
+    pytest.param(0.0, marks=pytest.mark.full), -0.5])
 def test_plain_b_loads_emulated(rng, monkeypatch, beta):
     """Every plain-load candidate (the limit lowered so that a small panel
     is 'many L2s') runs exactly on the CPU: ragged n, padded ldb/ldc, C

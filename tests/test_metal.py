@@ -64,7 +64,8 @@ def test_every_candidate_every_operator(rng, name):
         run_walk(rng, suite()[name], beta, nkerns=10**6)
 
 
-@pytest.mark.parametrize('beta', [0.0, 1.0, -0.5])
+@pytest.mark.parametrize('beta', [
+    0.0, *(pytest.param(b, marks=pytest.mark.full) for b in (1.0, -0.5))])
 def test_every_candidate_random_operator(rng, beta):
     seen = run_walk(rng, random_operator(rng, 70, 33, 0.3), beta,
                     nkerns=10**6, n=333, aligne=2)

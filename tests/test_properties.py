@@ -36,8 +36,8 @@ settings.register_profile('deep', max_examples=400, deadline=None,
 # far slower than the executor's), candidates per example (None: all of
 # them) and the widest panel.
 LIMITS = {
-    'ci': {'hip': dict(examples=20, nnz=400, per_example=3, n=300),
-           'c': dict(examples=8, nnz=120, per_example=2, n=300),
+    'ci': {'hip': dict(examples=12, nnz=400, per_example=3, n=300),
+           'c': dict(examples=5, nnz=120, per_example=2, n=300),
            'generate_mm': dict(examples=6, nnz=400, per_example=1, n=300)},
     'deep': {'hip': dict(examples=400, nnz=6000, per_example=None, n=2000),
              'c': dict(examples=150, nnz=3000, per_example=None, n=5000),
