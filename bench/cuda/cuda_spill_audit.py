@@ -1,10 +1,11 @@
 """Audit: does any offered CUDA candidate spill to local memory?
 
-Every candidate `CUDAMatMul(A, beta, **sizes).kernels(f64,
-compute_capability=cc)` offers is compiled with `nvcc -cubin -arch=sm_XY
--O3 -Xptxas -v` for its own architecture (cc (9, 0) -> sm_90, (8, 0) ->
-sm_80), and ptxas's registers, stack frame and spill bytes are recorded
-beside the generator's register estimate and launch bound.
+Every candidate `CUDAMatMul(A, beta, **sizes).kernels(dtype,
+compute_capability=cc)` offers (f64, and f32 with --dtypes) is compiled
+with `nvcc -cubin -arch=sm_XY -O3 -Xptxas -v` for its own architecture
+(cc (9, 0) -> sm_90, (8, 0) -> sm_80), and ptxas's registers, stack
+frame and spill bytes are recorded beside the generator's register
+estimate and launch bound.
 
 Operators: the PyFR suites (bench/operators/*.npz, --ops globs) and, with
 --thinned, each of them with its smallest entries dropped until it falls
@@ -59,12 +60,13 @@ SIZES = {
     'rt': {},
     'baked': {'aligne': 4, 'n': PANEL_N, 'ldb': PANEL_N, 'ldc': PANEL_N},
 }
+DTYPES = {'f64': 'float64', 'f32': 'float32'}
 # the table's gates an operator of another point set may fall below:
 # (non-zeros, density) just under which a thinned copy is made
 THIN_NNZ = (8192, 16384)
 THIN_DENSITY = 0.5
 
-FIELDS = ['op', 'm', 'k', 'nnz', 'density', 'beta', 'sizes', 'arch',
+FIELDS = ['op', 'm', 'k', 'nnz', 'density', 'beta', 'dtype', 'sizes', 'arch',
           'rank', 'variant', 'family', 'est_registers', 'minblocks',
           'registers', 'stack', 'spill_stores', 'spill_loads', 'error']
 
@@ -114,15 +116,20 @@ def load_ops(patterns, thin, max_nnz, suites=None, min_nnz=0):
     return ops
 
 
-def candidates(A, beta, sizes, cc, families=None, rows=None):
+def candidates(A, beta, sizes, cc, families=None, rows=None,
+               dtype='float64', only=False):
     """[(rank, variant, family, estimate, minblocks, source)] offered (of
     the named families only, where families is given, and of the table
     rows whose id matches a glob of rows, where rows is given: the others
-    are not rendered)."""
+    are not rendered).  only: the table holds just those families' rows
+    while the candidates are found (each family's offer does not depend
+    on the other rows; rank is then among them)."""
     from gimmik.cuda import CUDAMatMul
     from gimmik.validate import check_dtype
     mm = CUDAMatMul(A, beta=beta, **sizes)
-    dt = check_dtype('float64')
+    dt = check_dtype(dtype)
+    if only and families is not None:
+        mm.table = [r for r in mm.table if r.family.name in families]
     out = []
     for rank, cand in enumerate(mm._candidates(dt, cc)):
         if families is not None and cand.family not in families:
@@ -230,8 +237,13 @@ def main(argv=None):
     ap.add_argument('--sizes', default='rt4,baked',
                     help=f'comma-separated of {",".join(SIZES)}')
     ap.add_argument('--archs', default='sm_90,sm_80')
+    ap.add_argument('--dtypes', default='f64',
+                    help=f'comma-separated of {",".join(DTYPES)}')
     ap.add_argument('--families', default=None,
                     help='comma-separated families to compile (default all)')
+    ap.add_argument('--only-families', action='store_true',
+                    help='find the candidates of --families alone (fast; '
+                    'rank among them)')
     ap.add_argument('--rows', default=None,
                     help='comma-separated fnmatch globs of table row ids '
                          'to compile (default all)')
@@ -279,11 +291,12 @@ def main(argv=None):
         base = name.split('~')[0]
         beta = default_beta(base)
         nnz = int(np.count_nonzero(A))
-        for sz in args.sizes.split(','):
+        for sz, dname in ((s, d) for s in args.sizes.split(',')
+                          for d in args.dtypes.split(',')):
             for arch in args.archs.split(','):
                 for rank, var, fam, est, mb, src in candidates(
                         A, beta, SIZES[sz], ARCH_CC[arch], fams,
-                        row_globs):
+                        row_globs, DTYPES[dname], args.only_families):
                     if (fams and fam not in fams
                             or (est or 0) < args.min_est
                             or recheck is not None
@@ -293,7 +306,8 @@ def main(argv=None):
                     rows.append({'op': name, 'm': A.shape[0],
                                  'k': A.shape[1], 'nnz': nnz,
                                  'density': f'{nnz/A.size:.4f}',
-                                 'beta': beta, 'sizes': sz, 'arch': arch,
+                                 'beta': beta, 'dtype': dname,
+                                 'sizes': sz, 'arch': arch,
                                  'rank': rank, 'variant': var,
                                  'family': fam, 'est_registers': est,
                                  'minblocks': mb or '', '_key': key})
@@ -351,7 +365,8 @@ def summarise(rows):
     lines = [f'{len(built)} builds reported, {len(bad)} spill or use a '
              f'stack, {len(err)} not built']
     for r in bad:
-        lines.append(f'  SPILL {r["op"]} {r["sizes"]} {r["arch"]} '
+        lines.append(f'  SPILL {r["op"]} {r.get("dtype", "f64")} '
+                     f'{r["sizes"]} {r["arch"]} '
                      f'#{r["rank"]} {r["variant"]}: est {r["est_registers"]}'
                      f' minblocks {r["minblocks"] or "-"} -> '
                      f'{r["registers"]} regs, {r["spill_stores"]} B stores, '
