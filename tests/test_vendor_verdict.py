@@ -22,8 +22,8 @@ from gimmik.sweep import sweep
 from gimmik.tune import (VERDICT_GIMMIK, VERDICT_VENDOR, format_table,
                          tune)
 
-DELAY = 0.03        # seconds a launch of the slowed side: above a busy
-# machine's scheduler slices (12-24 ms), so that the verdict is the delay's
+DELAY = 0.06        # seconds a launch of the slowed side: above a busy
+# machine's scheduler slices (12-24 ms) with margin: the verdict is the delay's
 N = 256
 
 
