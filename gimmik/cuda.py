@@ -313,14 +313,12 @@ class CUDAMatMul(MatMul):
                 and params['bsz'] < nused <= RUNTIME_ONE_CHUNK):
             params = dict(params, bsz=nused)
         # evict-first B loads become plain ones on panels of many L2s
-        # (PLAIN_B_MIN_VALUES)
-        if (params.get('ld') == 'cs' and self.n is not None
-                and len(self.info.bix)*self.n > PLAIN_B_MIN_VALUES):
-            return dict(params, ld='plain')
-        # and bstream's at run-time n: evict-first won in the client's hot walk
+        # (PLAIN_B_MIN_VALUES), and bstream's at run-time n, where
+        # evict-first won the client's hot walk
         # (cuda-h200-context-runtime-n-probe-candidates.csv)
-        if (row.family is Bstream and params.get('ld') == 'cs'
-                and self.runtime_client_grid):
+        if params.get('ld') == 'cs' and (
+                self.n is not None and nused*self.n > PLAIN_B_MIN_VALUES
+                or row.family is Bstream and self.runtime_client_grid):
             return dict(params, ld='plain')
         return params
 
