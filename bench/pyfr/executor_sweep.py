@@ -1,54 +1,98 @@
-"""Every candidate PyFR main's HIP provider can be offered, on every
-operator of both suites it sends, run in the executor under its launch
-rule (n at run time, ceil(n/block[0])), f64, PyFR's beta and aligne, at
-n = 1000 and 37; C poisoned, checked against float64 NumPy.  Smallest
-operators first, two processes; one line an operator.
+"""Every candidate a PyFR HIP provider can be offered (PyFR main's: n at run
+time, launched ceil(n/block[0]) x 1 x 1; PyFR 3.1's: n baked, meta['grid']),
+on every operator of both suites it sends, run in the executor under that
+provider's launch rule at n = 1000 and 37; PyFR's beta and aligne unless
+--beta/--aligne name others; C poisoned, checked against float64 NumPy.
+Smallest operators first, --jobs processes; one line an operator.
 
-    PYTHONPATH=. python3 bench/pyfr/executor_sweep.py > LOG
+    PYTHONPATH=. python3 bench/pyfr/executor_sweep.py [--release 3.1] \\
+        [--dtype float32] [--only p6-hex-m132 ...] > LOG
 """
-import sys, time, multiprocessing as mp
+import argparse
+import multiprocessing as mp
+import sys
+import time
+
 import numpy as np
+
 sys.path.insert(0, '.')
-from gimmik.pyfr import PROTOCOLS
-from gimmik.operators import default_beta
-from gimmik.verify import Panels
-from gimmik.emulate import run_hip
+from gimmik.emulate import run_hip  # noqa: E402
+from gimmik.operators import default_beta  # noqa: E402
+from gimmik.pyfr import PROTOCOLS  # noqa: E402
+from gimmik.verify import Panels  # noqa: E402
 
-P = PROTOCOLS['main', 'hip']
+SUITES = ('bench/operators/pyfr-ops.npz', 'bench/operators/pyfr-ops-p7.npz')
+NS = (1000, 37)
+ARGS = None
 
-def one(args):
-    name, A = args
+
+def one(item):
+    name, A = item
+    proto = PROTOCOLS[ARGS.release, 'hip']
+    dtype = np.dtype(ARGS.dtype).type
     rng = np.random.default_rng(abs(hash(name)) % 2**32)
-    beta = default_beta(name); al = P.aligne(np.float64)
-    mm = P.generator(A, beta, al, None, None, None)
-    bad, cnt = [], 0
-    t0 = time.time()
-    for src, meta in mm.kernels(np.float64, kname='gimmik_mm', gcn_arch='gfx942:sramecc+:xnack-', warp_size=64):
-        for n in (1000, 37):
-            ld = -(-n // al) * al
-            p = Panels(rng, A, beta, np.float64, n, ld, ld, alignb=al * 8)
-            grid, _ = P.launch(meta, n)
-            try:
-                run_hip(src, meta, p.b, p.c, grid=grid)
-                p.check(f"{name} {meta['variant']} n={n}")
-            except Exception as e:
-                bad.append(f"{meta['variant']} n={n}: {str(e)[:200]}")
-        cnt += 1
+    beta = default_beta(name) if ARGS.beta is None else ARGS.beta
+    al = proto.aligne(dtype) if ARGS.aligne == 'pyfr' else (
+        None if ARGS.aligne == 'none' else int(ARGS.aligne))
+    bad, cnt, t0 = [], 0, time.time()
+    # a baked-n provider builds a generator (and its sources) per n
+    gens = ([(n, proto.generator(A, beta, al, n, *2*[ld(n, al)]))
+             for n in NS] if proto.baked_n else
+            [(None, proto.generator(A, beta, al, None, None, None))])
+    for nb, mm in gens:
+        for src, meta in proto.kernels(mm, dtype,
+                                       arch='gfx942:sramecc+:xnack-'):
+            for n in (NS if nb is None else (nb,)):
+                p = Panels(rng, A, beta, dtype, n, ld(n, al), ld(n, al),
+                           alignb=(al or 1)*np.dtype(dtype).itemsize)
+                grid, _ = proto.launch(meta, n)
+                try:
+                    run_hip(src, meta, p.b, p.c, grid=grid)
+                    p.check(f"{name} {meta['variant']} n={n}")
+                except Exception as e:
+                    bad.append(f"{meta['variant']} n={n}: {str(e)[:200]}")
+            cnt += 1
     return name, cnt, bad, time.time() - t0
 
-if __name__ == '__main__':
+
+def ld(n, al):
+    return n if al is None else -(-n // al)*al
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--release', default='main', choices=('main', '3.1'))
+    ap.add_argument('--dtype', default='float64',
+                    choices=('float64', 'float32'))
+    ap.add_argument('--beta', type=float, default=None,
+                    help="default: PyFR's for the operator")
+    ap.add_argument('--aligne', default='pyfr',
+                    help="'pyfr' (default), 'none' or a number")
+    ap.add_argument('--only', nargs='*', help='operator names')
+    ap.add_argument('--jobs', type=int, default=2)
+    ARGS = ap.parse_args()
+    proto = PROTOCOLS[ARGS.release, 'hip']
     ops = []
-    for path in ('bench/operators/pyfr-ops.npz', 'bench/operators/pyfr-ops-p7.npz'):
+    for path in SUITES:
         z = np.load(path)
         for k in z.files:
-            A = z[k]
-            if A.dtype.kind == 'f' and P.sends(A):
-                ops.append((k, A))
+            if (z[k].dtype.kind == 'f' and proto.sends(z[k])
+                    and (not ARGS.only or k in ARGS.only)):
+                ops.append((k, z[k]))
     ops.sort(key=lambda x: x[1].size)
-    print(len(ops), 'operators', flush=True)
-    tot = 0; nbad = 0
-    with mp.Pool(2) as pool:
+    print(f'{len(ops)} operators, PyFR {ARGS.release} HIP rule, '
+          f'{ARGS.dtype}, beta {"pyfr" if ARGS.beta is None else ARGS.beta}, aligne {ARGS.aligne}',
+          flush=True)
+    tot = nbad = 0
+    with mp.Pool(ARGS.jobs) as pool:
         for name, cnt, bad, dt in pool.imap_unordered(one, ops):
-            tot += cnt; nbad += len(bad)
-            print(f'{name}: {cnt} candidates, {len(bad)} wrong ({dt:.0f} s)', *bad, sep='\n  ', flush=True)
+            tot += cnt
+            nbad += len(bad)
+            print(f'{name}: {cnt} candidates, {len(bad)} wrong ({dt:.0f} s)',
+                  *bad, sep='\n  ', flush=True)
     print(f'done: {tot} candidates, {nbad} wrong runs', flush=True)
+
+
+if __name__ == '__main__':
+    main()
