@@ -25,11 +25,15 @@ CANDIDATES = [
     Row('bstream-w1', Bstream, dict(width=1)),
     Row('msplit4-w1', BstreamMsplit, dict(width=1, msplit=4, bsz=16)),
     Row('ksplit2', CstreamKsplit, dict(ksplit=2)),
+    # rows in passes: a work-item holds one pass's sums (many rows)
+    Row('ksplit2-c32', CstreamKsplit, dict(ksplit=2, chunk=32)),
     Row('cstream-w2', Cstream, dict(width=2), 'w2'),
     Row('msplit2-w2', BstreamMsplit, dict(width=2, msplit=2, bsz=16), 'w2'),
     Row('bstream-w2', Bstream, dict(width=2), 'w2'),
     Row('msplit2-w1', BstreamMsplit, dict(width=1, msplit=2, bsz=16)),
     Row('ksplit4', CstreamKsplit, dict(ksplit=4)),
+    Row('ksplit4-c16', CstreamKsplit, dict(ksplit=4, chunk=16)),
+    Row('ksplit2-c16', CstreamKsplit, dict(ksplit=2, chunk=16)),
     Row('ksplit2-preload', CstreamKsplit, dict(ksplit=2, preload_c=True),
         'beta'),
     # many rows: row groups across work-groups, a work-item's registers

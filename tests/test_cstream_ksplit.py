@@ -20,7 +20,7 @@ from conftest import (CUDA_OPTS, HIP_OPTS, random_operator, run_candidate,
 from gimmik import CUDAMatMul, HIPMatMul
 from gimmik.base import Candidate
 from gimmik.targets import HIP
-from gimmik.families.cstream_ksplit import CHUNKED_MAX_DENSITY, CstreamKsplit
+from gimmik.families.cstream_ksplit import CHUNKED_GATES, CstreamKsplit
 
 OPTS = HIP_OPTS
 ROWS = [dict(ksplit=2), dict(ksplit=4), dict(ksplit=2, preload_c=True)]
@@ -220,7 +220,8 @@ def test_chunked_only_where_loads_are_not_batched(rng):
             None if mm.platform == 'hip' else dict(ksplit=2, chunk=5))
     # dense: not offered (long rows spilled)
     dense = random_operator(rng, 40, 90, 0.5)
-    assert CUDAMatMul(dense).info.density >= CHUNKED_MAX_DENSITY
+    assert (CUDAMatMul(dense).info.density
+            >= CHUNKED_GATES['cuda']['max_density'])
     assert CstreamKsplit.adapt(CUDAMatMul(dense),
                                dict(ksplit=2, chunk=5)) is None
     # square: not offered

@@ -56,6 +56,9 @@ def test_every_candidate_random_operator(rng, dtype, beta, baked):
     assert {'cstream', 'bstream', 'bstream-msplit',
             'cstream-ksplit'} <= families
     assert any('width2' in v for v in seen)
+    # the k-split in passes (40 rows: passes of 16 and of 32)
+    assert {'cstream-ksplit/chunk16/ksplit2',
+            'cstream-ksplit/chunk32/ksplit2'} <= set(seen)
 
 
 def test_no_alignment_one_column_a_thread(rng):

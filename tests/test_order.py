@@ -12,7 +12,7 @@ from gimmik.analysis import analyse
 from gimmik.base import Candidate
 from gimmik.cuda import PLAIN_B_MIN_VALUES, CUDAMatMul
 from gimmik.families import family
-from gimmik.families.cstream_ksplit import CHUNKED_MIN_WIDTH
+from gimmik.families.cstream_ksplit import CHUNKED_GATES
 from gimmik import cost, hip
 from gimmik.operators import default_beta
 from gimmik.pyfr import PROTOCOLS, picked, read_times, replay_times
@@ -276,16 +276,16 @@ def test_baked_n_few_rows_b_first_however_big_the_panel():
 
 
 def test_baked_n_wide_offers_the_chunked_ksplit_first():
-    # more than CHUNKED_MIN_M rows, at least CHUNKED_MIN_WIDTH times as many
+    # more than CHUNKED_MIN_M rows, at least the CUDA min_width times as many
     # rows of B: the k-split in passes first with n baked (beyond the
     # B-first bounds), where the table has it
-    A = rng_sparse(48, 48*CHUNKED_MIN_WIDTH, 0.1)
+    A = rng_sparse(48, 48*CHUNKED_GATES['cuda']['min_width'], 0.1)
     _, out = ordered(A, n=550400)
     assert [c.variant for c in out[:2]] == [
         'cstream-ksplit/chunk24/ksplit2', 'cstream-ksplit/chunk16/ksplit4']
     # n at run time, too narrow, too few rows, a B panel in the B-first
     # bounds: not first
-    wide = 48*CHUNKED_MIN_WIDTH
+    wide = 48*CHUNKED_GATES['cuda']['min_width']
     for B, n in ((A, None), (rng_sparse(48, wide - 1, 0.1), 550400),
                  (rng_sparse(CHUNKED_MIN_M, 3*CHUNKED_MIN_M, 0.1), 550400),
                  (A, B_FIRST_MAX_VALUES // wide // 16*16)):

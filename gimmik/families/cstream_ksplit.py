@@ -1,6 +1,6 @@
-"""cstream-ksplit (HIP, CUDA): the used columns of A split across a block's
+"""cstream-ksplit (HIP, CUDA, OpenCL): the used columns of A split across a block's
 ksplit warps; partial sums handed to each row's owner through shared memory.
-On CUDA a row may name `chunk`, rows in passes, so a thread holds one pass's
+On CUDA and OpenCL a row may name `chunk`, rows in passes, so a thread holds one pass's
 sums: the k-split of operators whose one pass spills."""
 
 from dataclasses import replace
@@ -12,12 +12,12 @@ from gimmik.families import Family, Geometry
 
 # k-split in passes (CUDA): under this estimate ptxas never spilled it
 CHUNKED_MAX_REGISTERS = {'cuda': 216}
-# ... offered sparser than this: denser, ptxas spilled under the estimate
-CHUNKED_MAX_DENSITY = 0.25
-# ... and on wide operators only: at least this many rows of B used a row of C
-# (on square ones it was no faster than cstream-mblock, and ptxas spilled it on
-# pyramid and prism operators of beta 1 at estimates 126-210)
-CHUNKED_MIN_WIDTH = 2
+# On CUDA offered only sparser than max_density (denser, ptxas spilled under
+# the estimate) and where at least min_width used B rows a row of C (on square
+# ones it was no faster than cstream-mblock, and ptxas spilled it on pyramid
+# and prism operators of beta 1 at estimates 126-210); OpenCL on the H200 runs
+# it on square operators too (opencl-h200-walk-chunked.csv)
+CHUNKED_GATES = {'cuda': {'max_density': 0.25, 'min_width': 2}}
 
 
 class CstreamKsplit(Family):
@@ -29,10 +29,12 @@ class CstreamKsplit(Family):
         # passes of chunk rows: only where loads are not batched, where
         # they are more than one and on wide sparse operators
         chunk, info = params.get('chunk'), mm.info
-        if chunk is not None and (mm.target.batch_loads is not None
-                                  or chunk >= info.m
-                                  or info.density >= CHUNKED_MAX_DENSITY
-                                  or len(info.bix) < CHUNKED_MIN_WIDTH*info.m):
+        if chunk is None:
+            return params
+        gates = CHUNKED_GATES.get(mm.platform, {})
+        if (mm.target.batch_loads is not None or chunk >= info.m
+                or info.density >= gates.get('max_density', 1.0)
+                or len(info.bix) < gates.get('min_width', 0)*info.m):
             return None
         return params
 
