@@ -62,8 +62,9 @@ from gimmik import pyfr as gpyfr  # noqa: E402 (no OpenCL loaded yet)
 PYFR_OPENCL = gpyfr.PROTOCOLS['3.1', 'opencl']
 PYFR_FLAGS = ['-cl-fast-relaxed-math', '-cl-std=CL2.0']
 NWARMUP, NBENCH = gpyfr.NWARMUP, PYFR_OPENCL.nbench
-# the timing of the picks: launches before, launches between the events
-WARM, TIMED = 3, 20
+# the timing of the picks: launches before, then timed launches enough for
+# ROUND seconds (at least TIMED)
+WARM, TIMED, ROUND = 3, 20, 2e-3
 # checked against float64 NumPy, relative to each element's scale
 TOL = 1e-12
 # quick: two small operators, one with beta = 1, at a CPU-sized n
@@ -74,7 +75,7 @@ FIELDS = ['op', 'm', 'k', 'nnz', 'beta', 'n', 'aligne', 'ours_variant',
           'up_pick', 'ours_us', 'up_us', 'ratio', 'ours_spread',
           'up_spread', 'copy_us', 'copy_gbps', 'ours_copy_fraction',
           'up_copy_fraction', 'ours_err', 'up_err', 'ours_walk', 'up_walk',
-          'device']
+          'ours_each', 'up_each', 'device']
 
 NVIDIA_DIRS = ('/usr/lib/x86_64-linux-gnu', '/usr/lib64', '/usr/lib',
                '/usr/local/nvidia/lib64', '/usr/local/cuda/lib64',
@@ -198,14 +199,15 @@ class Device:
         self.queue.finish()
         return (end.profile.end - start.profile.start)*1e-9 / NBENCH
 
-    def mean_time(self, fn):
+    def mean_time(self, fn, launches=TIMED):
         # each launch's own start-to-end: the gaps between launches are the
-        # host's enqueue rate, not the kernel (small kernels run ~15 us)
+        # host's enqueue rate, not the kernel (small kernels run ~10 us)
         for _ in range(WARM):
             fn()
-        evts = [fn() for _ in range(TIMED)]
+        evts = [fn() for _ in range(launches)]
         self.queue.finish()
-        return sum(e.profile.end - e.profile.start for e in evts)*1e-9 / TIMED
+        return (sum(e.profile.end - e.profile.start for e in evts)*1e-9
+                / launches)
 
 
 def render_ahead(gen_cls, A, beta, aligne, n, ld, kname, lmem, limit=10):
@@ -238,7 +240,7 @@ def walk(dev, gen_cls, A, beta, aligne, n, ld, kname, b, c, nkerns):
                       dev.pyfr_time(lambda: dev.launch(kern, meta, b, c, n))))
         return timed[-1][2]
     w = gpyfr.walk(PYFR_OPENCL, kgen, time_candidate, nkerns=nkerns)
-    return (timed[w['pick']] if w['pick'] is not None else None), w['seen']
+    return (timed[w['pick']] if w['pick'] is not None else None), timed
 
 
 def check(dev, kern, meta, A, beta, b_host, c_host, n, ld):
@@ -257,7 +259,7 @@ def check(dev, kern, meta, A, beta, b_host, c_host, n, ld):
     return rel_error(out[:, :n], ref, scale)
 
 
-def run_op(dev, name, A, beta, n, up, repeats, nkerns):
+def run_op(dev, name, A, beta, n, up, repeats, nkerns, each=False):
     from pyopencl import array as cla
     from gimmik.analysis import analyse
     from gimmik.opencl import OpenCLMatMul
@@ -273,9 +275,9 @@ def run_op(dev, name, A, beta, n, up, repeats, nkerns):
     c = cla.to_device(dev.queue, c_host)
     picks, walks = {}, {}
     for label, gen in (('ours', OpenCLMatMul), ('up', up.OpenCLMatMul)):
-        pick, seen = walk(dev, gen, A, beta, aligne, n, ld, kname, b.data,
-                          c.data, nkerns)
-        picks[label], walks[label] = pick, seen
+        pick, timed = walk(dev, gen, A, beta, aligne, n, ld, kname, b.data,
+                           c.data, nkerns)
+        picks[label], walks[label] = pick, timed
     errs = {}
     kerns = {}
     for label, pick in picks.items():
@@ -296,9 +298,11 @@ def run_op(dev, name, A, beta, n, up, repeats, nkerns):
               for label in kerns}
     timers['copy'] = lambda: dev.cl.enqueue_copy(dev.queue, cdst, csrc)
     times = {label: [] for label in timers}
+    walked = [p[2] for p in picks.values() if p] or [ROUND]
+    launches = int(min(500, max(TIMED, ROUND / min(walked))))
     for _ in range(repeats):
         for label, fn in timers.items():
-            times[label].append(dev.mean_time(fn))
+            times[label].append(dev.mean_time(fn, launches))
     med = {label: statistics.median(t) for label, t in times.items()}
     spread = {label: (max(t) - min(t))/med[label] for label, t in
               times.items()}
@@ -326,10 +330,33 @@ def run_op(dev, name, A, beta, n, up, repeats, nkerns):
         'ours_copy_fraction': frac('ours'), 'up_copy_fraction': frac('up'),
         'ours_err': '' if errs['ours'] is None else f'{errs["ours"]:.2e}',
         'up_err': '' if errs['up'] is None else f'{errs["up"]:.2e}',
-        'ours_walk': ' '.join(f'{v}:{t*1e6:.1f}' for v, t in walks['ours']),
-        'up_walk': ' '.join(f'{v}:{t*1e6:.1f}' for v, t in walks['up']),
+        'ours_walk': ' '.join(f'{variant(m)}:{t*1e6:.1f}'
+                              for _, m, t in walks['ours']),
+        'up_walk': ' '.join(f'{variant(m)}:{t*1e6:.1f}'
+                            for _, m, t in walks['up']),
+        'ours_each': each and every(dev, walks['ours'], kname, b, c, n,
+                                    launches),
+        'up_each': each and every(dev, walks['up'], kname, b, c, n,
+                                  launches),
         'device': dev.rt.device,
     }
+
+
+def variant(meta):
+    return meta.get('variant') or meta.get('tplname', '?') + (
+        f"/width{meta['width']}" if meta.get('width', 1) != 1 else '')
+
+
+def every(dev, timed, kname, b, c, n, launches, repeats=3):
+    """'variant:us ...': each walked candidate's own launch time (the
+    median of `repeats` rounds), where the walk's times hold enqueue gaps."""
+    out = []
+    for src, meta, _ in timed:
+        kern = dev.kernel(src, kname)
+        ts = [dev.mean_time(lambda: dev.launch(kern, meta, b.data, c.data, n),
+                            launches) for _ in range(repeats)]
+        out.append(f'{variant(meta)}:{statistics.median(ts)*1e6:.2f}')
+    return ' '.join(out)
 
 
 def operators(globs, path):
@@ -366,6 +393,8 @@ def main(argv=None):
                     help='upstream GiMMiK 4.0 wheel or folder (default: '
                     '.whl/pyfr/gimmik-4.0-py3-none-any.whl)')
     ap.add_argument('--jobs', type=int, default=min(8, os.cpu_count() or 1))
+    ap.add_argument('--each', action='store_true',
+                    help="also time each walked candidate's own launches")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     if args.quick:
@@ -420,7 +449,7 @@ def main(argv=None):
             t = time.perf_counter()
             try:
                 row = run_op(dev, name, A, beta, args.n, up, args.repeats,
-                             proto.nkerns)
+                             proto.nkerns, args.each)
             except Exception as e:      # one operator's failure is a row
                 row = {'op': name, 'ours_walk': f'error: {type(e).__name__}:'
                        f' {e}'[:300], 'device': dev.rt.device}

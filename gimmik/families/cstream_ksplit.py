@@ -10,8 +10,10 @@ from gimmik import cost, plans
 from gimmik.families import Family, Geometry
 
 
-# k-split in passes (CUDA): under this estimate ptxas never spilled it
-CHUNKED_MAX_REGISTERS = {'cuda': 216}
+# k-split in passes: under this estimate ptxas never spilled it (CUDA); on
+# the H200's OpenCL upstream's passes of 32 rows ran near copy speed where our
+# estimate is 272 (opencl-h200-walk-chunked.csv, p5-hex-m0)
+CHUNKED_MAX_REGISTERS = {'cuda': 216, 'opencl': 280}
 # On CUDA offered only sparser than max_density (denser, ptxas spilled under
 # the estimate) and where at least min_width used B rows a row of C (on square
 # ones it was no faster than cstream-mblock, and ptxas spilled it on pyramid
