@@ -358,21 +358,22 @@ class MatMul:
         family_best = {}
         spilled = set()
         for cand in cands:
-            fb = family_best.get(cand.family, math.inf)
-            if cand.family in spilled or (fb > PRUNE_FACTOR*best
-                                          and fb != math.inf):
+            group = self.kernel(cand, dtype).walk_group()
+            fb = family_best.get(group, math.inf)
+            if group in spilled or (fb > PRUNE_FACTOR*best
+                                    and fb != math.inf):
                 continue
 
             src, meta = self.render(cand, dtype, kname)
             feedback = yield src, meta
-            # a family that spilled on the client's device is not offered
+            # a group that spilled on the client's device is not offered
             # again: its next candidates are of the same register policy
             if feedback_spilled(feedback):
-                spilled.add(cand.family)
+                spilled.add(group)
             t = feedback_runtime(feedback, meta['variant'])
             if t is not None:
                 best = min(best, t)
-                family_best[cand.family] = min(fb, t)
+                family_best[group] = min(fb, t)
 
     def render(self, cand, dtype, kname='gimmik_mm'):
         """Render one candidate; returns (src, meta)."""

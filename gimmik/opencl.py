@@ -19,21 +19,24 @@ from gimmik.targets import OPENCL
 # KiB a work-group)
 DEFAULT_LOCAL_MEM = 32*1024
 
-# The candidate table (gimmik.base.Row), offered in this order
+# The candidate table (gimmik.base.Row), offered in this order: on the H200
+# the plain streams and the k-splits were the fastest own launches, the row
+# splits mostly not, msplit2 two columns wide never (opencl-h200-walk-each.csv)
 CANDIDATES = [
     Row('cstream-w1', Cstream, dict(width=1)),
     Row('bstream-w1', Bstream, dict(width=1)),
-    Row('msplit4-w1', BstreamMsplit, dict(width=1, msplit=4, bsz=16)),
     Row('ksplit2', CstreamKsplit, dict(ksplit=2)),
     # rows in passes: a work-item holds one pass's sums (many rows)
     Row('ksplit2-c32', CstreamKsplit, dict(ksplit=2, chunk=32)),
     Row('cstream-w2', Cstream, dict(width=2), 'w2'),
-    Row('msplit2-w2', BstreamMsplit, dict(width=2, msplit=2, bsz=16), 'w2'),
     Row('bstream-w2', Bstream, dict(width=2), 'w2'),
-    Row('msplit2-w1', BstreamMsplit, dict(width=1, msplit=2, bsz=16)),
-    Row('ksplit4', CstreamKsplit, dict(ksplit=4)),
+    Row('msplit2-w1', BstreamMsplit, dict(width=1, msplit=2, bsz=16),
+        'staged'),
+    Row('msplit4-w1', BstreamMsplit, dict(width=1, msplit=4, bsz=16),
+        'staged'),
     Row('ksplit4-c16', CstreamKsplit, dict(ksplit=4, chunk=16)),
     Row('ksplit2-c16', CstreamKsplit, dict(ksplit=2, chunk=16)),
+    Row('ksplit4', CstreamKsplit, dict(ksplit=4)),
     Row('ksplit2-preload', CstreamKsplit, dict(ksplit=2, preload_c=True),
         'beta'),
     # many rows: row groups across work-groups, a work-item's registers
@@ -45,8 +48,12 @@ CANDIDATES = [
 
 # Rows of A beyond which the row-group rows are offered (gate 'bigm')
 BIG_M = 64
+# Rows x used columns of A beyond which the row splits are offered (gate
+# 'staged'): at or below, their local-memory stage cost 1.09-1.13x the best
+# own launch on the H200 (opencl-h200-walk-each.csv, operators of <= 400)
+STAGED_MIN = 400
 
-GATES = ('w2', 'beta', 'bigm')
+GATES = ('w2', 'beta', 'bigm', 'staged')
 
 check_table(CANDIDATES, GATES, 'opencl')
 
@@ -74,7 +81,8 @@ class OpenCLMatMul(MatMul):
 
     def _candidates(self, dtype, local_mem_size):
         gates = {'w2': self.width2_ok(), 'beta': self.beta != 0,
-                 'bigm': self.info.m > BIG_M}
+                 'bigm': self.info.m > BIG_M,
+                 'staged': self.info.m*len(self.info.bix) > STAGED_MIN}
         out = self._from_table(self.table, gates, dtype,
                                {'local_mem_size': local_mem_size})
         return [c for c in out

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import (CUDA_OPTS, HIP_OPTS, random_operator, run_candidate,
                       run_hip_candidate)
-from gimmik import CUDAMatMul, HIPMatMul
+from gimmik import CUDAMatMul, HIPMatMul, OpenCLMatMul
 from gimmik.base import Candidate
 from gimmik.targets import HIP
 from gimmik.families.cstream_ksplit import CHUNKED_GATES, CstreamKsplit
@@ -260,3 +260,35 @@ def test_chunked_estimate_holds_a_pass(rng):
     fam = CUDAMatMul(A).kernel(Candidate(
         'cstream-ksplit', dict(ksplit=2, chunk=24), CUDA_OPTS), np.float64)
     assert fam.live_values() > 150
+
+
+def test_passes_not_pruned_with_the_one_pass_ksplit(rng):
+    """The walk prunes a slow family's later candidates; the k-split in
+    passes is another kernel (walk_group), so a slow one-pass k-split does
+    not take it out of the walk."""
+    A = random_operator(rng, 49, 98, 0.14)
+    mm = OpenCLMatMul(A, beta=0.0, n=4096, ldb=4096, ldc=4096)
+    gen = mm.kernels(np.float64)
+    seen, fb = [], None
+    try:
+        while True:
+            _, meta = gen.send(fb)
+            seen.append(meta['variant'])
+            slow = meta['variant'] == 'cstream-ksplit/ksplit2'
+            fb = {'runtime': 10.0 if slow else 1.0}
+    except StopIteration:
+        pass
+    assert 'cstream-ksplit/ksplit2' in seen
+    assert 'cstream-ksplit/chunk32/ksplit2' in seen
+    # a slow pass-wise one prunes the later pass-wise ones only
+    first = seen.index('cstream-ksplit/chunk32/ksplit2')
+    gen, fb, after = mm.kernels(np.float64), None, []
+    try:
+        while True:
+            _, meta = gen.send(fb)
+            after.append(meta['variant'])
+            fb = {'runtime': 10.0 if 'chunk' in meta['variant'] else 1.0}
+    except StopIteration:
+        pass
+    assert not any('chunk' in v for v in after[first + 1:])
+    assert any('chunk' not in v for v in after[first + 1:])

@@ -121,6 +121,11 @@ class Family:
         MatMul.render)."""
         return {'plan': self.plan}
 
+    def walk_group(self):
+        """Candidates the walk's feedback prunes together (a slow or
+        spilling one stops the rest of its group): by default the family."""
+        return self.name
+
     def kernel_key(self):
         """What decides the kernel besides the family: two candidates of
         one generator with equal keys render the same kernel, and only the

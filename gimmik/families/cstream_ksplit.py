@@ -128,6 +128,10 @@ class CstreamKsplit(Family):
         return [[[rows[o] for o in run if o in reads[y]] for run in cruns]
                 for y, rows in enumerate(self.owned())]
 
+    def walk_group(self):
+        # in passes its registers and speed are another kernel's
+        return self.name + ('/passes' if 'chunk' in self.params else '')
+
     def register_limit(self):
         limit = super().register_limit()
         if self.params.get('chunk') is None:
