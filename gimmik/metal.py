@@ -6,7 +6,7 @@ executor (gimmik.emulate.run_metal), no Apple GPU being reachable."""
 import numpy as np
 
 from gimmik.base import MatMul
-from gimmik.opencl import BIG_M, CANDIDATES, GATES
+from gimmik.opencl import CANDIDATES, GATES, table_gates
 from gimmik.targets import METAL
 
 
@@ -35,9 +35,7 @@ class MetalMatMul(MatMul):
             raise ValueError(f'MetalMatMul generates float32 kernels only '
                              f'(Apple GPUs have no float64), not '
                              f'{np.dtype(dtype).name}')
-        gates = {'w2': self.width2_ok(), 'beta': self.beta != 0,
-                 'bigm': self.info.m > BIG_M}
-        return self._from_table(self.table, gates, dtype)
+        return self._from_table(self.table, table_gates(self), dtype)
 
     def render(self, cand, dtype, kname='gimmik_mm'):
         src, meta = super().render(cand, dtype, kname)

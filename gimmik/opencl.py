@@ -58,6 +58,13 @@ GATES = ('w2', 'beta', 'bigm', 'staged')
 check_table(CANDIDATES, GATES, 'opencl')
 
 
+def table_gates(mm):
+    """The gates of CANDIDATES for a generator of A (OpenCL's, Metal's)."""
+    return {'w2': mm.width2_ok(), 'beta': mm.beta != 0,
+            'bigm': mm.info.m > BIG_M,
+            'staged': mm.info.m*len(mm.info.bix) > STAGED_MIN}
+
+
 class OpenCLMatMul(MatMul):
     """C = A*B + beta*C kernels in OpenCL C: ``kernels(dtype,
     kname='gimmik_mm', local_mem_size=None)`` yields (src, meta)
@@ -80,10 +87,7 @@ class OpenCLMatMul(MatMul):
         return {'local_mem_size': int(local_mem_size)}
 
     def _candidates(self, dtype, local_mem_size):
-        gates = {'w2': self.width2_ok(), 'beta': self.beta != 0,
-                 'bigm': self.info.m > BIG_M,
-                 'staged': self.info.m*len(self.info.bix) > STAGED_MIN}
-        out = self._from_table(self.table, gates, dtype,
+        out = self._from_table(self.table, table_gates(self), dtype,
                                {'local_mem_size': local_mem_size})
         return [c for c in out
                 if self.kernel(c, dtype).geometry().shared <= local_mem_size]
