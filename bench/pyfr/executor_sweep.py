@@ -1,8 +1,9 @@
 """Every candidate a PyFR HIP provider can be offered (PyFR main's: n at run
 time, launched ceil(n/block[0]) x 1 x 1; PyFR 3.1's: n baked, meta['grid']),
 on every operator of both suites it sends, run in the executor under that
-provider's launch rule at n = 1000 and 37; PyFR's beta and aligne unless
---beta/--aligne name others; C poisoned, checked against float64 NumPy.
+provider's launch rule (--grid ours: the package's own launch_config) at
+n = 1000 and 37; PyFR's beta and aligne unless --beta/--aligne name
+others; C poisoned, checked against float64 NumPy.
 Smallest operators first, --jobs processes; one line an operator.
 
     PYTHONPATH=. python3 bench/pyfr/executor_sweep.py [--release 3.1] \\
@@ -16,6 +17,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, '.')
+from gimmik.base import MatMul  # noqa: E402
 from gimmik.emulate import run_hip  # noqa: E402
 from gimmik.operators import default_beta  # noqa: E402
 from gimmik.pyfr import PROTOCOLS  # noqa: E402
@@ -45,7 +47,8 @@ def one(item):
             for n in (NS if nb is None else (nb,)):
                 p = Panels(rng, A, beta, dtype, n, ld(n, al), ld(n, al),
                            alignb=(al or 1)*np.dtype(dtype).itemsize)
-                grid, _ = proto.launch(meta, n)
+                grid = (MatMul.launch_config(meta, n)[0]
+                        if ARGS.grid == 'ours' else proto.launch(meta, n)[0])
                 try:
                     run_hip(src, meta, p.b, p.c, grid=grid)
                     p.check(f"{name} {meta['variant']} n={n}")
@@ -69,6 +72,8 @@ def main():
                     help="default: PyFR's for the operator")
     ap.add_argument('--aligne', default='pyfr',
                     help="'pyfr' (default), 'none' or a number")
+    ap.add_argument('--grid', default='client', choices=('client', 'ours'),
+                    help="the provider's launch rule or launch_config's")
     ap.add_argument('--only', nargs='*', help='operator names')
     ap.add_argument('--jobs', type=int, default=2)
     ARGS = ap.parse_args()
@@ -81,7 +86,8 @@ def main():
                     and (not ARGS.only or k in ARGS.only)):
                 ops.append((k, z[k]))
     ops.sort(key=lambda x: x[1].size)
-    print(f'{len(ops)} operators, PyFR {ARGS.release} HIP rule, '
+    print(f'{len(ops)} operators, PyFR {ARGS.release} HIP provider, '
+          f'{ARGS.grid} grid, '
           f'{ARGS.dtype}, beta {"pyfr" if ARGS.beta is None else ARGS.beta}, aligne {ARGS.aligne}',
           flush=True)
     tot = nbad = 0
