@@ -1,7 +1,8 @@
-"""cstream-ksplit (HIP, CUDA, OpenCL): the used columns of A split across a block's
-ksplit warps; partial sums handed to each row's owner through shared memory.
-On CUDA and OpenCL a row may name `chunk`, rows in passes, so a thread holds one pass's
-sums: the k-split of operators whose one pass spills."""
+"""cstream-ksplit (HIP, CUDA, OpenCL): the used columns of A split across a
+block's ksplit warps; partial sums handed to each row's owner through shared
+memory.  Where loads are not batched a row may name `chunk`, rows in passes,
+so a thread holds one pass's sums: the k-split of operators whose one pass
+spills."""
 
 from dataclasses import replace
 from functools import cached_property
@@ -29,7 +30,7 @@ class CstreamKsplit(Family):
     @classmethod
     def adapt(cls, mm, params):
         # passes of chunk rows: only where loads are not batched, where
-        # they are more than one and on wide sparse operators
+        # they are more than one and inside the platform's gates
         chunk, info = params.get('chunk'), mm.info
         if chunk is None:
             return params
