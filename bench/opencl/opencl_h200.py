@@ -20,8 +20,8 @@ product moves (B read, C written, and read where beta != 0) are timed in
 turn, --repeats rounds (each WARM launches, then the mean of TIMED launches'
 own start-to-end times), reporting the median and the spread (max - min over
 median).  An operator's kernels are built in a thread pool before its
-walks (none while one is timed).  Rows are appended as each operator finishes; no
-operator starts after --budget seconds.
+walks (none while one is timed).  Rows are appended as each operator
+finishes; no operator starts after --budget seconds.
 
 Device (NVIDIA's OpenCL, python 3.12, no network; from the project root):
     python3 -m venv /tmp/clv && /tmp/clv/bin/pip install -q --no-index \\

@@ -87,8 +87,9 @@ def main():
                 ops.append((k, z[k]))
     ops.sort(key=lambda x: x[1].size)
     print(f'{len(ops)} operators, PyFR {ARGS.release} HIP provider, '
-          f'{ARGS.grid} grid, '
-          f'{ARGS.dtype}, beta {"pyfr" if ARGS.beta is None else ARGS.beta}, aligne {ARGS.aligne}',
+          f'{ARGS.grid} grid, {ARGS.dtype}, '
+          f'beta {"pyfr" if ARGS.beta is None else ARGS.beta}, '
+          f'aligne {ARGS.aligne}',
           flush=True)
     tot = nbad = 0
     with mp.Pool(ARGS.jobs) as pool:
