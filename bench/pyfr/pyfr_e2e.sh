@@ -26,13 +26,7 @@ OUTD=${OUT:-/tmp/out}; mkdir -p "$OUTD"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export PYTHONUNBUFFERED=1
 
-for lib in nvrtc cublasLt; do
-  f=$(find / -name "lib$lib.so*" 2>/dev/null | sort | head -1)
-  if [ -n "$f" ]; then
-    export LD_LIBRARY_PATH="$(dirname "$f"):${LD_LIBRARY_PATH:-}"
-    export PYFR_$(echo $lib | tr a-z A-Z)_LIBRARY_PATH=$f
-  fi
-done
+. "$HERE/cuda_libs.sh"
 
 venv() {  # venv LABEL[+CUT] -> path of a PyFR venv holding that label's package
   local label=${1%%+*}; local v=/tmp/pyfr-e2e-$label whl=$UP

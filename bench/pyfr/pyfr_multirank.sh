@@ -42,13 +42,7 @@ x() {  # run a command, or print it under DRY_RUN=1
 }
 
 if [ "$BACKEND" = cuda ] && [ "${DRY_RUN:-0}" != 1 ]; then
-  for lib in nvrtc cublasLt; do
-    f=$(find / -name "lib$lib.so*" 2>/dev/null | sort | head -1)
-    if [ -n "$f" ]; then
-      export LD_LIBRARY_PATH="$(dirname "$f"):${LD_LIBRARY_PATH:-}"
-      export PYFR_$(echo $lib | tr a-z A-Z)_LIBRARY_PATH=$f
-    fi
-  done
+  . "$(dirname "${BASH_SOURCE[0]}")/cuda_libs.sh"
 fi
 
 venv() {  # venv LABEL -> a PyFR venv holding that label's package, with mpich
