@@ -1,5 +1,7 @@
 """Every candidate a PyFR HIP provider can be offered (PyFR main's: n at run
 time, launched ceil(n/block[0]) x 1 x 1; PyFR 3.1's: n baked, meta['grid']),
+or its CUDA provider (--backend cuda: n baked, meta['grid']), or the CUDA twin
+(--backend twin: CUDA's source at run-time n under PyFR main's HIP rule),
 on every operator of both suites it sends, run in the executor under that
 provider's launch rule (--grid ours: the package's own launch_config) at
 n = 1000 and 37; PyFR's beta and aligne unless --beta/--aligne name
@@ -7,7 +9,7 @@ others; C poisoned, checked against float64 NumPy.
 Smallest operators first, --jobs processes; one line an operator.
 
     PYTHONPATH=. python3 bench/pyfr/executor_sweep.py [--release 3.1] \\
-        [--dtype float32] [--only p6-hex-m132 ...] > LOG
+        [--backend hip|cuda|twin] [--dtype float32] [--only NAME ...] > LOG
 """
 import argparse
 import multiprocessing as mp
@@ -18,7 +20,8 @@ import numpy as np
 
 sys.path.insert(0, '.')
 from gimmik.base import MatMul  # noqa: E402
-from gimmik.emulate import run_hip  # noqa: E402
+from gimmik import CUDAMatMul  # noqa: E402
+from gimmik.emulate import run_cuda, run_hip  # noqa: E402
 from gimmik.operators import default_beta  # noqa: E402
 from gimmik.pyfr import PROTOCOLS  # noqa: E402
 from gimmik.verify import Panels  # noqa: E402
@@ -28,9 +31,28 @@ NS = (1000, 37)
 ARGS = None
 
 
+def protocol():
+    """(protocol, runner, kernels() arch) of --release and --backend."""
+    if ARGS.backend == 'hip':
+        return (PROTOCOLS[ARGS.release, 'hip'], run_hip,
+                'gfx942:sramecc+:xnack-')
+    if ARGS.backend == 'cuda':
+        return PROTOCOLS[ARGS.release, 'cuda'], run_cuda, (9, 0)
+    return PROTOCOLS['main', 'hip'], run_cuda, (9, 0)
+
+
+def generator(proto, A, beta, al, n):
+    if ARGS.backend != 'twin':
+        return proto.generator(A, beta, al, n, *2*[ld(n, al)])
+    # the twin: CUDA at run-time n, offered for HIP's client grid
+    mm = CUDAMatMul(A, beta=beta, aligne=al)
+    mm.client_grid_x = True
+    return mm
+
+
 def one(item):
     name, A = item
-    proto = PROTOCOLS[ARGS.release, 'hip']
+    proto, run, arch = protocol()
     dtype = np.dtype(ARGS.dtype).type
     rng = np.random.default_rng(abs(hash(name)) % 2**32)
     beta = default_beta(name) if ARGS.beta is None else ARGS.beta
@@ -38,19 +60,22 @@ def one(item):
         None if ARGS.aligne == 'none' else int(ARGS.aligne))
     bad, cnt, t0 = [], 0, time.time()
     # a baked-n provider builds a generator (and its sources) per n
-    gens = ([(n, proto.generator(A, beta, al, n, *2*[ld(n, al)]))
-             for n in NS] if proto.baked_n else
-            [(None, proto.generator(A, beta, al, None, None, None))])
+    gens = ([(n, generator(proto, A, beta, al, n)) for n in NS]
+            if proto.baked_n else
+            [(None, generator(proto, A, beta, al, None))])
     for nb, mm in gens:
-        for src, meta in proto.kernels(mm, dtype,
-                                       arch='gfx942:sramecc+:xnack-'):
+        kw = ({'compute_capability': arch} if ARGS.backend == 'twin' else
+              {})
+        kgen = (mm.kernels(dtype, **kw) if kw else
+                proto.kernels(mm, dtype, arch=arch))
+        for src, meta in kgen:
             for n in (NS if nb is None else (nb,)):
                 p = Panels(rng, A, beta, dtype, n, ld(n, al), ld(n, al),
                            alignb=(al or 1)*np.dtype(dtype).itemsize)
                 grid = (MatMul.launch_config(meta, n)[0]
                         if ARGS.grid == 'ours' else proto.launch(meta, n)[0])
                 try:
-                    run_hip(src, meta, p.b, p.c, grid=grid)
+                    run(src, meta, p.b, p.c, grid=grid)
                     p.check(f"{name} {meta['variant']} n={n}")
                 except Exception as e:
                     bad.append(f"{meta['variant']} n={n}: {str(e)[:200]}")
@@ -66,6 +91,8 @@ def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--release', default='main', choices=('main', '3.1'))
+    ap.add_argument('--backend', default='hip',
+                    choices=('hip', 'cuda', 'twin'))
     ap.add_argument('--dtype', default='float64',
                     choices=('float64', 'float32'))
     ap.add_argument('--beta', type=float, default=None,
@@ -77,7 +104,7 @@ def main():
     ap.add_argument('--only', nargs='*', help='operator names')
     ap.add_argument('--jobs', type=int, default=2)
     ARGS = ap.parse_args()
-    proto = PROTOCOLS[ARGS.release, 'hip']
+    proto = protocol()[0]
     ops = []
     for path in SUITES:
         z = np.load(path)
@@ -86,7 +113,7 @@ def main():
                     and (not ARGS.only or k in ARGS.only)):
                 ops.append((k, z[k]))
     ops.sort(key=lambda x: x[1].size)
-    print(f'{len(ops)} operators, PyFR {ARGS.release} HIP provider, '
+    print(f'{len(ops)} operators, PyFR {ARGS.release} {ARGS.backend}, '
           f'{ARGS.grid} grid, {ARGS.dtype}, '
           f'beta {"pyfr" if ARGS.beta is None else ARGS.beta}, '
           f'aligne {ARGS.aligne}',
