@@ -43,7 +43,8 @@ def protocol():
 
 def generator(proto, A, beta, al, n):
     if ARGS.backend != 'twin':
-        return proto.generator(A, beta, al, n, *2*[ld(n, al)])
+        return proto.generator(A, beta, al, n,
+                               *2*[None if n is None else ld(n, al)])
     # the twin: CUDA at run-time n, offered for HIP's client grid
     mm = CUDAMatMul(A, beta=beta, aligne=al)
     mm.client_grid_x = True
