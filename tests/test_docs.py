@@ -20,7 +20,7 @@ DOCS = sorted(glob.glob(os.path.join(ROOT, 'docs', '*.md'))) + \
 RESULT_NAME = re.compile(r'`(?:[\w./]*/)?((?:cuda|pyfr|hip|ncu|order|cost|'
                          r'opencl)-(?!ops)[^`\s/:]*)`')
 # ... and as a comment or a sentence names it, quoted or not
-CITED_NAME = re.compile(r'(?<![\w-])((?:cuda|pyfr|hip|ncu|order|cost|opencl)-'
+CITED_NAME = re.compile(r'(?<![\w-])((?:cuda|pyfr|hip|ncu|order|cost|opencl|metal)-'
                         r'(?!ops)[\w.{},-]*[\w}])')
 # a run's files: a name without an extension stands for these
 RUN_FILES = ('.csv', '-candidates.csv', '.log', '-compare.csv', '.md',
