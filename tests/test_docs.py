@@ -18,7 +18,7 @@ DOCS = sorted(glob.glob(os.path.join(ROOT, 'docs', '*.md'))) + \
 
 # a file name of a recorded run, as the documents quote it
 RESULT_NAME = re.compile(r'`(?:[\w./]*/)?((?:cuda|pyfr|hip|ncu|order|cost|'
-                         r'opencl)-(?!ops)[^`\s/:]*)`')
+                         r'opencl|metal)-(?!ops)[^`\s/:]*)`')
 # ... and as a comment or a sentence names it, quoted or not
 CITED_NAME = re.compile(r'(?<![\w-])((?:cuda|pyfr|hip|ncu|order|cost|opencl|metal)-'
                         r'(?!ops)[\w.{},-]*[\w}])')
