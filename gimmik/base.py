@@ -358,7 +358,7 @@ class MatMul:
         family_best = {}
         spilled = set()
         for cand in cands:
-            group = self.kernel(cand, dtype).walk_group()
+            group = self.walk_group(cand, dtype)
             fb = family_best.get(group, math.inf)
             if group in spilled or (fb > PRUNE_FACTOR*best
                                     and fb != math.inf):
@@ -374,6 +374,11 @@ class MatMul:
             if t is not None:
                 best = min(best, t)
                 family_best[group] = min(fb, t)
+
+    def walk_group(self, cand, dtype):
+        """The candidates _walk's feedback prunes together with this one
+        (the family's walk_group)."""
+        return self.kernel(cand, dtype).walk_group()
 
     def render(self, cand, dtype, kname='gimmik_mm'):
         """Render one candidate; returns (src, meta)."""

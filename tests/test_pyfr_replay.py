@@ -39,6 +39,9 @@ class Table(MatMul):
         return f'// {cand.variant}', {'variant': cand.variant,
                                       'tplname': cand.family}
 
+    def walk_group(self, cand, dtype):
+        return cand.family
+
 
 def fake_timer(times, log=None):
     def time_candidate(src, meta):
