@@ -153,6 +153,16 @@ PROTOCOLS = {(p.release, p.backend): p for p in (
 OURS = MatMul.launch_config
 
 
+def twin_generator(A, beta, aligne):
+    """The CUDA twin of PyFR main's HIP provider: our CUDA generator at
+    run-time n, offering and ordering for a client that launches
+    ceil(n/block[0]) blocks (client_grid_x, HIP's)."""
+    mm = importlib.import_module('gimmik').CUDAMatMul(A, beta=beta,
+                                                      aligne=aligne)
+    mm.client_grid_x = True
+    return mm
+
+
 def needed_blocks(meta, n):
     """Blocks a candidate's launch contract needs for n columns."""
     grid, _ = MatMul.launch_config(meta, n)

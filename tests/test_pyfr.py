@@ -18,7 +18,8 @@ from gimmik import HIPMatMul
 from gimmik.base import MatMul
 from gimmik.emulate import run_cuda, run_hip
 from gimmik.operators import default_beta, suite as load_suite
-from gimmik.pyfr import IFAC, PROTOCOLS, needed_blocks, walk
+from gimmik.pyfr import (IFAC, PROTOCOLS, needed_blocks, twin_generator,
+                         walk)
 
 ARCH = {'hip': 'gfx942:sramecc+:xnack-', 'cuda': (9, 0)}
 RUN = {'hip': run_hip, 'cuda': run_cuda}
@@ -69,10 +70,7 @@ def generator(proto, platform, A, beta, aligne, n, dtype=np.float64):
     n, built with HIP's arguments, offered for HIP's client grid)."""
     if platform == proto.backend:
         return proto.generator(A, beta, aligne, n, *strides(n, aligne))
-    from gimmik import CUDAMatMul
-    mm = CUDAMatMul(A, beta=beta, aligne=aligne)
-    mm.client_grid_x = True
-    return mm
+    return twin_generator(A, beta, aligne)
 
 
 def offered(mm, platform, dtype, nkerns):

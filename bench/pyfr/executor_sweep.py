@@ -20,10 +20,9 @@ import numpy as np
 
 sys.path.insert(0, '.')
 from gimmik.base import MatMul  # noqa: E402
-from gimmik import CUDAMatMul  # noqa: E402
 from gimmik.emulate import run_cuda, run_hip  # noqa: E402
 from gimmik.operators import default_beta  # noqa: E402
-from gimmik.pyfr import PROTOCOLS  # noqa: E402
+from gimmik.pyfr import PROTOCOLS, twin_generator  # noqa: E402
 from gimmik.verify import Panels  # noqa: E402
 
 SUITES = ('bench/operators/pyfr-ops.npz', 'bench/operators/pyfr-ops-p7.npz')
@@ -42,13 +41,10 @@ def protocol():
 
 
 def generator(proto, A, beta, al, n):
-    if ARGS.backend != 'twin':
-        return proto.generator(A, beta, al, n,
-                               *2*[None if n is None else ld(n, al)])
-    # the twin: CUDA at run-time n, offered for HIP's client grid
-    mm = CUDAMatMul(A, beta=beta, aligne=al)
-    mm.client_grid_x = True
-    return mm
+    if ARGS.backend == 'twin':
+        return twin_generator(A, beta, al)
+    return proto.generator(A, beta, al, n,
+                           *2*[None if n is None else ld(n, al)])
 
 
 def one(item):

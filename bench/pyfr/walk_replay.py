@@ -44,13 +44,9 @@ def ours_mm(A, beta, n):
 
 
 def twin_mm(A, beta):
-    """Our CUDA generator as the twin of PyFR main's HIP provider: n at
-    run time, its offer and order for a client that launches
-    ceil(n/block[0]) blocks (client_grid_x, HIP's)."""
-    from gimmik.cuda import CUDAMatMul
-    mm = CUDAMatMul(A, beta=beta, aligne=pyfr_aligne())
-    mm.client_grid_x = True
-    return mm
+    """Our CUDA generator as the twin of PyFR main's HIP provider."""
+    from gimmik.pyfr import twin_generator
+    return twin_generator(A, beta, pyfr_aligne())
 
 
 def up_mm(up, A, beta, n):
