@@ -273,8 +273,17 @@ def run_op(dev, name, A, beta, n, up, repeats, nkerns, each=False):
     c_host = rng.standard_normal((m, ld))
     b = cla.to_device(dev.queue, b_host)
     c = cla.to_device(dev.queue, c_host)
+    gens = (('ours', OpenCLMatMul), ('up', up.OpenCLMatMul))
+    # every source of both walks built before either is timed: PyFR builds
+    # each before timing it, so no build may run during a walk (under
+    # background builds, of eight walked the first timed 1.39x its own
+    # launches, the last three 1.22-1.25x: opencl-h200-walk-staged.csv)
+    srcs = [src for _, gen in gens for src in render_ahead(
+        gen, A, beta, aligne, n, ld, kname, dev.local_mem_size, nkerns)]
+    dev.build_ahead(srcs)
+    cf.wait([dev.built[src] for src in srcs])
     picks, walks = {}, {}
-    for label, gen in (('ours', OpenCLMatMul), ('up', up.OpenCLMatMul)):
+    for label, gen in gens:
         pick, timed = walk(dev, gen, A, beta, aligne, n, ld, kname, b.data,
                            c.data, nkerns)
         picks[label], walks[label] = pick, timed
@@ -334,10 +343,10 @@ def run_op(dev, name, A, beta, n, up, repeats, nkerns, each=False):
                               for _, m, t in walks['ours']),
         'up_walk': ' '.join(f'{variant(m)}:{t*1e6:.1f}'
                             for _, m, t in walks['up']),
-        'ours_each': each and every(dev, walks['ours'], kname, b, c, n,
-                                    launches),
-        'up_each': each and every(dev, walks['up'], kname, b, c, n,
-                                  launches),
+        'ours_each': every(dev, walks['ours'], kname, b, c, n,
+                           launches) if each else '',
+        'up_each': every(dev, walks['up'], kname, b, c, n,
+                         launches) if each else '',
         'device': dev.rt.device,
     }
 
@@ -422,23 +431,6 @@ def main(argv=None):
     csv_path = os.path.join(args.out, f'{args.name}.csv')
     json_path = os.path.join(args.out, f'{args.name}-walks.json')
     rows, done = [], []
-    from gimmik.opencl import OpenCLMatMul
-
-    def build(i):
-        # every source of both walks built before either is timed: PyFR
-        # builds each before timing it, so no build may run during a walk
-        # (under background builds, of eight walked the first timed 1.39x its
-        # own launches, the last three 1.22-1.25x: opencl-h200-walk-staged.csv)
-        name, A, beta = ops[i]
-        aligne = dev.alignb // 8
-        ld = -(-args.n // aligne)*aligne
-        kname = f'gimmik_mm_{A.shape[0]}x{A.shape[1]}'
-        srcs = []
-        for gen in (OpenCLMatMul, up.OpenCLMatMul):
-            srcs += render_ahead(gen, A, beta, aligne, args.n, ld, kname,
-                                 dev.local_mem_size, proto.nkerns)
-        dev.build_ahead(srcs)
-        cf.wait([dev.built[s] for s in srcs])
     last = 0.0
     with open(csv_path, 'w', newline='') as f:
         w = csv.DictWriter(f, FIELDS)
@@ -451,7 +443,6 @@ def main(argv=None):
                 break
             t = time.perf_counter()
             try:
-                build(i)
                 row = run_op(dev, name, A, beta, args.n, up, args.repeats,
                              proto.nkerns, args.each)
             except Exception as e:      # one operator's failure is a row
