@@ -19,6 +19,7 @@ from conftest import (CUDA_OPTS, HIP_OPTS, random_operator, run_candidate,
                       run_hip_candidate)
 from gimmik import CUDAMatMul, HIPMatMul, OpenCLMatMul
 from gimmik.base import Candidate
+from gimmik.pyfr import PROTOCOLS, walk
 from gimmik.targets import HIP
 from gimmik.families.cstream_ksplit import CHUNKED_GATES, CstreamKsplit
 
@@ -268,27 +269,19 @@ def test_passes_not_pruned_with_the_one_pass_ksplit(rng):
     not take it out of the walk."""
     A = random_operator(rng, 49, 98, 0.14)
     mm = OpenCLMatMul(A, beta=0.0, n=4096, ldb=4096, ldc=4096)
-    gen = mm.kernels(np.float64)
-    seen, fb = [], None
-    try:
-        while True:
-            _, meta = gen.send(fb)
-            seen.append(meta['variant'])
-            slow = meta['variant'] == 'cstream-ksplit/ksplit2'
-            fb = {'runtime': 10.0 if slow else 1.0}
-    except StopIteration:
-        pass
+
+    def walked(slow):
+        # PyFR's walk of every candidate, `slow` ones timed 10x the rest
+        res = walk(PROTOCOLS['3.1', 'opencl'], mm.kernels(np.float64),
+                   lambda src, meta: 10.0 if slow(meta['variant']) else 1.0,
+                   nkerns=100)
+        return [v for v, _ in res['seen']]
+
+    seen = walked(lambda v: v == 'cstream-ksplit/ksplit2')
     assert 'cstream-ksplit/ksplit2' in seen
     assert 'cstream-ksplit/chunk32/ksplit2' in seen
     # a slow pass-wise one prunes the later pass-wise ones only
     first = seen.index('cstream-ksplit/chunk32/ksplit2')
-    gen, fb, after = mm.kernels(np.float64), None, []
-    try:
-        while True:
-            _, meta = gen.send(fb)
-            after.append(meta['variant'])
-            fb = {'runtime': 10.0 if 'chunk' in meta['variant'] else 1.0}
-    except StopIteration:
-        pass
+    after = walked(lambda v: 'chunk' in v)
     assert not any('chunk' in v for v in after[first + 1:])
     assert any('chunk' not in v for v in after[first + 1:])
