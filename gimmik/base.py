@@ -96,31 +96,26 @@ def feedback_spilled(feedback):
 
 
 class Row:
-    """One row of a platform's candidate table: `id` (what gimmik.order's rules
-    place it by), family, params, gates (space-separated), tail (no rule
-    places it: offered after the placed rows)."""
+    """One row of a platform's candidate table: `id`, family, params, gates
+    (space-separated)."""
 
-    __slots__ = ('id', 'family', 'params', 'gates', 'tail')
+    __slots__ = ('id', 'family', 'params', 'gates')
 
-    def __init__(self, id, family, params, gates='', tail=False):
+    def __init__(self, id, family, params, gates=''):
         self.id = id
         self.family = family
         self.params = params
         self.gates = tuple(gates.split())
-        self.tail = tail
 
     def __repr__(self):
-        tail = ', tail=True' if self.tail else ''
         return (f'Row({self.id!r}, {self.family.name}, {self.params!r}, '
-                f'{" ".join(self.gates)!r}{tail})')
+                f'{" ".join(self.gates)!r})')
 
 
-def check_table(table, gate_names, platform, placed=None):
+def check_table(table, gate_names, platform):
     """ValueError unless every row of a platform's candidate table has a
-    unique id and a Family subclass, names only gates of `gate_names`,
-    every gate is named by some row, and (where `placed`, the row ids the
-    platform's order rules name, is given) every row is either placed by
-    a rule or says tail, never both, and every id a rule names is a row."""
+    unique id and a Family subclass, names only gates of `gate_names`, and
+    every gate is named by some row."""
     ids = [row.id for row in table]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
@@ -139,20 +134,6 @@ def check_table(table, gate_names, platform, placed=None):
     if set(gate_names) - used:
         raise ValueError(f'{platform} gates {sorted(set(gate_names) - used)}'
                          ' are named by no row')
-    if placed is None:
-        return
-    unknown = set(placed) - set(ids)
-    if unknown:
-        raise ValueError(f'{platform} order rules name rows {sorted(unknown)}'
-                         ' that are not in the table')
-    for row in table:
-        if row.tail and row.id in placed:
-            raise ValueError(f'{platform} row {row.id} is placed by a rule '
-                             'and says tail')
-        if not row.tail and row.id not in placed:
-            raise ValueError(f'{platform} row {row.id} is placed by no order '
-                             'rule: add it to a rule of gimmik.order or mark '
-                             'it tail=True')
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from gimmik.targets import ARCHES, HIP, Arch  # noqa: F401 (Arch: the API)
+from gimmik.targets import ARCHES, HIP, Arch, target  # noqa: F401 (Arch)
 
 # wave instructions besides loads, FMAs and stores (addresses, barriers)
 WARP_OVERHEAD = 40
@@ -353,10 +353,24 @@ DIVERSE_WITHIN = 2.0
 
 
 def diverse(items, family_of, first=FIRST, per_family=MAX_PER_FAMILY,
-            eligible=None):
+            eligible=None, spread=False):
     """items (best first) with at most per_family of a family among the
-    first `first` while an eligible other is left."""
+    first `first` while an eligible other is left; spread: each family's
+    best eligible item among them too."""
     eligible = eligible or (lambda x: True)
+    if spread:
+        lead, fams = [], set()
+        for x in items:
+            if len(lead) < first and eligible(x) and family_of(x) not in fams:
+                lead.append(x)
+                fams.add(family_of(x))
+        ids = {id(x) for x in lead}
+        rest = diverse([x for x in items if id(x) not in ids], family_of,
+                       first - len(lead), per_family - 1, eligible)
+        where = {id(x): i for i, x in enumerate(items)}
+        head = sorted(lead + rest[:first - len(lead)],
+                      key=lambda x: where[id(x)])
+        return head + rest[first - len(lead):]
     left, out, count = list(items), [], {}
     while left and len(out) < first:
         def capped(x):
@@ -387,7 +401,8 @@ def rank(mm, cands, dtype, arch_name, n=None, facts=None):
     best = out[0][0].seconds if out else 0.0
     ordered = diverse(out, lambda x: x[2].family,
                       eligible=lambda x: x[0].seconds
-                      <= DIVERSE_WITHIN*best)
+                      <= DIVERSE_WITHIN*best,
+                      spread=target(mm.platform).spread_families)
     return [(c, e) for e, _, c in ordered]
 
 

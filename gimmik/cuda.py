@@ -17,7 +17,7 @@ from gimmik.families.cstream_mblock import (CstreamMblock, group_terms,
                                              grouped)
 from gimmik.families.mma_gemm import MmaGemm
 from gimmik.fragments.mma import gemm_compute_bound
-from gimmik.order import order_candidates, placed_rows
+from gimmik.order import order_candidates
 from gimmik.targets import CUDA
 
 # The launch bounds never cap a thread below this many registers (the
@@ -58,53 +58,52 @@ def _sparse_gemm(tiling):
     return p
 
 
-# The CUDA candidate table (gimmik.base.Row): gimmik.order places rows by id,
-# as PyFR only times the first few
+# The CUDA candidate table (gimmik.base.Row), ordered by gimmik.order
 CANDIDATES = [
     # id                 family          parameters                  gates
     # mma-gemm: H100 winners first (cuda-h100-gemm-transposed.csv); blocks=4
     # holds a tile to four blocks an SM (cuda-h100-gemm-blocks*)
-    *[Row(rid, MmaGemm, dict(p, skip=True, cpre=True), gates, tail=tail)
-      for rid, p, gates, tail in [
+    *[Row(rid, MmaGemm, dict(p, skip=True, cpre=True), gates)
+      for rid, p, gates in [
         ('gemm-t4-blocks4',
          dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
-              nbuf=6, blocks=4), 'mma90 w2', False),
+              nbuf=6, blocks=4), 'mma90 w2'),
         ('gemm-t4',
          dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
-              nbuf=6), 'mma90 w2', False),
+              nbuf=6), 'mma90 w2'),
         ('gemm-t4-wm8',
          dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=8, wn=2, kstage=2,
-              nbuf=4), 'mma90 w2', False),
+              nbuf=4), 'mma90 w2'),
         ('gemm-t8',
          dict(shape='m16n8k8t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
-              nbuf=3), 'mma90 w2', False),
+              nbuf=3), 'mma90 w2'),
         ('gemm-t4-8warps',
          dict(shape='m16n8k4t', mwarps=4, nwarps=2, wm=2, wn=2, kstage=2,
-              nbuf=6), 'mma90 w2', False),
+              nbuf=6), 'mma90 w2'),
         ('gemm-t4-kstage4',
          dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=4,
-              nbuf=3), 'mma90 w2', True),
+              nbuf=3), 'mma90 w2'),
         ('gemm-t8-nwarps1',
          dict(shape='m16n8k8t', mwarps=2, nwarps=1, wm=4, wn=2, kstage=2,
-              nbuf=4), 'mma90 w2', True),
+              nbuf=4), 'mma90 w2'),
         ('gemm-k4',
          dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=2,
-              nbuf=6), 'mma90 w2', False),
+              nbuf=6), 'mma90 w2'),
         ('gemm-k4-kstage4',
          dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
-              nbuf=3), 'mma90 w2', True),
+              nbuf=3), 'mma90 w2'),
         ('gemm-k4-8warps',
          dict(shape='m16n8k4', mwarps=4, nwarps=2, wm=2, wn=4, kstage=2,
-              nbuf=4), 'mma90 w2', False),
+              nbuf=4), 'mma90 w2'),
         ('gemm-k4-6warps',
          dict(shape='m16n8k4', mwarps=3, nwarps=2, wm=3, wn=4, kstage=2,
-              nbuf=3), 'mma90 w2', True),
+              nbuf=3), 'mma90 w2'),
         ('gemm-m8',
          dict(shape='m8n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
-              nbuf=3), 'mma w2', False),
+              nbuf=3), 'mma w2'),
         ('gemm-m8-8warps',
          dict(shape='m8n8k4', mwarps=4, nwarps=2, wm=4, wn=4, kstage=2,
-              nbuf=3), 'mma w2', True)]],
+              nbuf=3), 'mma w2')]],
     Row('cstream-w2-nc', Cstream, dict(width=2, ld='nc'), 'w2 stream'),
     Row('bstream-w2-cs', Bstream, dict(width=2, ld='cs'), 'w2 stream'),
     Row('cstream-w1-nc', Cstream, dict(width=1, ld='nc'), 'stream'),
@@ -119,7 +118,7 @@ CANDIDATES = [
           dict(width=1, msplit=ms, bsz=16, ld='cs'), 'stream')
       for ms in (8, 16)],
     Row('msplit32-w1', BstreamMsplit,
-        dict(width=1, msplit=32, bsz=16, ld='cs'), 'stream', tail=True),
+        dict(width=1, msplit=32, bsz=16, ld='cs'), 'stream'),
     Row('msplit8-w1-bsz32', BstreamMsplit,
         dict(width=1, msplit=8, bsz=32, ld='cs'), 'stream'),
     Row('msplit16-w1-bsz32', BstreamMsplit,
@@ -130,7 +129,7 @@ CANDIDATES = [
     Row('warprows8', BstreamWarpRows,
         dict(msplit=8, bsz=24, ld='cg', st='cg'), 'bigm stream'),
     Row('cstream-reload', Cstream, dict(width=1, ld='reload'),
-        'bigk stream', tail=True),
+        'bigk stream'),
     *[Row(f'mblock{g}', CstreamMblock, dict(width=1, groups=g, ld='nc'),
           'bigm stream') for g in (8, 16, 32, 64, 128)],
     *[Row(f'mblock{g}-w2', CstreamMblock, dict(width=2, groups=g, ld='nc'),
@@ -159,31 +158,31 @@ CANDIDATES = [
     # shapes in warps: offered after the rules' rows (the twin of the HIP
     # rows, timed beside the CUDA families)
     Row('mgroup-4x16-b64', BstreamMgroup,
-        dict(msplit=4, rows=16, bsz=64, nbuf=1), 'bigm stream', tail=True),
+        dict(msplit=4, rows=16, bsz=64, nbuf=1), 'bigm stream'),
     Row('mgroup-8x8-b64', BstreamMgroup,
-        dict(msplit=8, rows=8, bsz=64, nbuf=1), 'bigm stream', tail=True),
+        dict(msplit=8, rows=8, bsz=64, nbuf=1), 'bigm stream'),
     # the sparser big operators (prisms): the tensor cores skip A's zero
     # slabs; offered after the streaming families
-    *[Row(rid, MmaGemm, _sparse_gemm(p), 'gemmsparse',
-          tail=tail) for rid, p, tail in [
+    *[Row(rid, MmaGemm, _sparse_gemm(p), 'gemmsparse')
+      for rid, p in [
         ('sparse-t4',
          dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
-              nbuf=6), False),
+              nbuf=6)),
         ('sparse-k4-wn4',
          dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
-              nbuf=3), False),
+              nbuf=3)),
         ('sparse-k4-8warps',
          dict(shape='m16n8k4', mwarps=4, nwarps=2, wm=2, wn=4, kstage=2,
-              nbuf=4), False),
+              nbuf=4)),
         ('sparse-k4-nwarps4',
          dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=2,
-              nbuf=3), True),
+              nbuf=3)),
         ('sparse-k4-kstage4',
          dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
-              nbuf=3), True),
+              nbuf=3)),
         ('sparse-t4-wm2',
          dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=2, wn=2, kstage=2,
-              nbuf=6), False)]],
+              nbuf=6))]],
     # the same two transposed tiles, compact (each m-block's own used columns)
     *[Row(rid, MmaGemm, dict(p, cpre=True, compact=True), 'gemmsparse')
       for rid, p in [
@@ -287,8 +286,7 @@ class CUDAMatMul(MatMul):
         out = self._from_table(
             self.table, _gates(self, dtype, compute_capability), dtype,
             {'compute_capability': compute_capability}, adapt=self._adapt)
-        return order_candidates(self.info, out, 'cuda', beta=self.beta,
-                                n=self.n)
+        return order_candidates(self, out, dtype)
 
     def _adapt(self, row, params):
         # cstream-mblock's groups by shared B rows or partitioned: groups of
@@ -408,4 +406,4 @@ def mma_worth_it(info):
     return info.density >= DENSE_DENSITY and info.m*info.k >= MMA_MIN_MK
 
 
-check_table(CANDIDATES, GATES, 'cuda', placed_rows('cuda', CANDIDATES))
+check_table(CANDIDATES, GATES, 'cuda')

@@ -17,7 +17,7 @@ from gimmik.families.cstream_mblock import CstreamMblock, mblock_rows
 from gimmik.families.mfma_dense import MfmaDense
 from gimmik.families.mfma_gemm import MfmaGemm
 from gimmik.fragments import mfma_tiled
-from gimmik.order import order_candidates, placed_rows
+from gimmik.order import order_candidates
 from gimmik.targets import HIP
 from gimmik.validate import GFX_ARCH
 
@@ -186,7 +186,7 @@ def mfma_ok(info, dtype, arch, warp_size=64):
             and info.density >= DENSE_DENSITY)
 
 
-check_table(CANDIDATES, GATES, 'hip', placed_rows('hip', CANDIDATES))
+check_table(CANDIDATES, GATES, 'hip')
 
 
 class HIPMatMul(MatMul):
@@ -210,8 +210,7 @@ class HIPMatMul(MatMul):
             self.table, _gates(self, dtype, gcn_arch, warp_size), dtype,
             {'gcn_arch': gcn_arch, 'warp_size': warp_size},
             adapt=self._adapt)
-        return order_candidates(self.info, out, 'hip', beta=self.beta,
-                                n=self.n, mm=self, dtype=dtype)
+        return order_candidates(self, out, dtype)
 
     def _adapt(self, row, params):
         """HIP's own binding of a row: cstream-mblock only with at least

@@ -1,277 +1,216 @@
-"""The order candidates are offered in, from properties of A alone.
+"""The order candidates are offered in.
 
-PyFR times only the first 8 of kernels() and keeps a later one only when
-it is > 5 % faster, so the likely best goes first and each family's best
-guess soon after.  CUDA: hand rules name table rows by id
-(gimmik.base.Row.id; gimmik.base.check_table checks every row is named,
-sorted by key (SORTED_FAMILIES) or tail=True), measured on H100 in
-bench/results/cuda-h100-candidates.csv, pyfr-walk-h100-candidates.csv and
-replayed in order-replay.{csv,log}; the rules with n baked follow PyFR's
-panels in context (cuda-h100-context*.csv, docs/in-context.md).  HIP: the
-order of gimmik.cost's estimate (nothing on AMD can be timed here;
-docs/cost-model.md).
+PyFR times only the first 8 of kernels() and keeps a later one only when it
+is > 5 % faster, so the likely best goes first and each family's best guess
+soon after.  Platforms with cost constants (gimmik.targets: HIP, CUDA) rank
+by gimmik.cost's estimate; an :class:`Override` then corrects it where a
+measurement, cited by it, says the estimate errs.  Other platforms keep
+their table's order.
 """
 
+from dataclasses import dataclass
 import math
+from typing import Callable
 
 from gimmik import cost
 from gimmik.analysis import DENSE_DENSITY, sparse_gemm_worth_it
-from gimmik.families.bstream_msplit import BstreamMsplit
-from gimmik.families.bstream_warprows import BstreamWarpRows
+from gimmik.families.cstream_kparts import CstreamKparts
+from gimmik.families.cstream_ksplit import CstreamKsplit
 from gimmik.families.cstream_mblock import CstreamMblock
-from gimmik.families.mma_gemm import MmaGemm
 from gimmik.targets import target
 
-# rows beyond which the row-blocked families are offered (cuda 'bigm')
+
+@dataclass(frozen=True)
+class Override:
+    """A measured correction of the estimate's order: where `when(mm)`, the
+    candidates `first(mm, cand)` picks lead in the estimate's order, and a
+    family's members take its places sorted by `within(mm)(cand)`."""
+    name: str
+    cite: str
+    when: Callable
+    first: Callable = None
+    within: tuple = None      # (family name, key maker)
+
+    def apply(self, mm, ranked):
+        if not self.when(mm):
+            return ranked
+        if self.within is not None:
+            name, key = self.within
+            pos = [i for i, c in enumerate(ranked) if c.family == name]
+            mine = sorted((ranked[i] for i in pos), key=key(mm))
+            ranked = list(ranked)
+            for i, c in zip(pos, mine):
+                ranked[i] = c
+        if self.first is not None:
+            lead = [c for c in ranked if self.first(mm, c)]
+            ranked = lead + [c for c in ranked if not self.first(mm, c)]
+        return ranked
+
+
+# -- many rows: cstream-kparts, then groups by shared B rows lead; the
+# contiguous cstream-mblock groups by their count ----------------------------
+
+# rows beyond which (gate bigm) the row-grouped families lead
 BIG_M = 64
 
-# tall (m >= 2k) and this dense: m-split bstream first (one B load, many rows)
-MSPLIT_DENSITY = 0.4
+# rows a group: run-time n beta 0, beta with few / many non-zeros a row,
+# baked n (any beta)
+MBLOCK_ROWS, MBLOCK_ROWS_BETA_FEW, MBLOCK_ROWS_BETA, MBLOCK_ROWS_BAKED = \
+    24, 4, 8, 32
+# ... few: below this many non-zeros a row
+MBLOCK_FEW_TERMS = 8
 
-# columns of A each k-group of cstream-ksplit should get at least
+
+def mblock_groups(mm):
+    """Predicted best cstream-mblock group count (a power of two >= 8)."""
+    info = mm.info
+    per_row = info.nnz / max(1, info.m - len(info.zero_rows))
+    if mm.n is not None:
+        rows = MBLOCK_ROWS_BAKED
+    elif not mm.beta:
+        rows = MBLOCK_ROWS
+    else:
+        rows = (MBLOCK_ROWS_BETA_FEW if per_row < MBLOCK_FEW_TERMS
+                else MBLOCK_ROWS_BETA)
+    return 2**round(math.log2(max(8, info.m / rows)))
+
+
+def _by_groups(mm):
+    """Groups by shared B rows first (smallest budget first: they re-read B
+    least), then contiguous ones by distance from mblock_groups, then
+    partitioned ones (larger first)."""
+    g0 = mblock_groups(mm)
+
+    def key(c):
+        p = c.params
+        if 'shared' in p:
+            return (0, p['shared'], 0)
+        if 'groups' in p:
+            return (1, abs(math.log2(p['groups'] / g0)), p.get('width', 1),
+                    p['groups'])
+        return (2, -p.get('part', 0))
+    return key
+
+
+def _shared_groups(mm, c):
+    return c.family == CstreamMblock.name and 'shared' in c.params
+
+
+def _kparts(mm, c):
+    return c.family == CstreamKparts.name
+
+
+def _big_m(mm):
+    return mm.info.m > BIG_M
+
+
+# -- the one-pass k-split on wide operators -----------------------------------
+
+# columns of A each k-group should get at least
 KSPLIT_MIN_COLS = 4
 
-# dense, beta != 0, fewer columns: m-split bstream before the tensor cores
-SMALL_K = 32
 
-# n baked, dense, < this many FMAs a value moved: streaming before tensor cores
-FEW_FLOPS = 24
+def _wide(mm):
+    return mm.info.k > mm.info.m <= BIG_M
 
-# n baked: cstream-mblock's predicted group count is m / this, whatever beta
-BAKED_MBLOCK_ROWS = 32
 
-# n baked, sparse: warprows first where mblock's groups re-read B this often
-WARPROWS_GROUP_READS = 4
-WARPROWS_AFTER = 3
-# ... 8 warps before 4 below this many non-zeros a row
-WARPROWS_FEW_TERMS = 8
+def _ksplit_lead(mm, c):
+    """The one-pass k-splits lead on wide A."""
+    return c.family == CstreamKsplit.name and 'chunk' not in c.params
 
-# CUDA row ids (gimmik.cuda.CANDIDATES) the rules name; tiles best first
-GEMM_ORDER = ('gemm-t4-blocks4', 'gemm-t4', 'sparse-t4', 'gemm-t4-wm8',
-              'gemm-t8', 'gemm-t4-8warps', 'gemm-k4', 'gemm-k4-8warps',
-              'sparse-k4-8warps', 'gemm-m8')
-GEMM_ORDER_BETA = ('gemm-t4-blocks4', 'gemm-t4', 'sparse-t4',
-                   'gemm-t4-8warps', 'gemm-t4-wm8', 'gemm-t8', 'gemm-k4',
-                   'gemm-k4-8warps', 'sparse-k4-8warps', 'gemm-m8')
-# sparse tensor-core tiles; 32-row first with beta
-# (cuda-h100-context-reorder2*.csv)
-SPARSE_GEMM_FIRST = ('sparse-t4', 'sparse-t4-wm2')
-SPARSE_GEMM_FIRST_BETA = SPARSE_GEMM_FIRST[::-1]
-SPARSE_GEMM_NEXT = ('sparse-k4-8warps', 'sparse-k4-wn4')
-# compact twins (each m-block over its own used columns) first where offered
-SPARSE_GEMM_COMPACT = ('sparse-t4-compact', 'sparse-t4-wm2-compact')
-SPARSE_GEMM_COMPACT_BETA = SPARSE_GEMM_COMPACT[::-1]
-MSPLIT_ORDER = ('msplit2-w2', 'msplit4-w2', 'msplit8-w1-bsz32')
-MSPLIT_SMALL_K = ('msplit8-w1-bsz32',)
-FEW_FLOPS_BIG_M = ('mblock8', 'msplit4-w1')
-FEW_FLOPS_SMALL_M = ('msplit4-w1', 'msplit2-w2')
-WARPROWS_ORDER = ('warprows4', 'warprows8')
-STREAM_W1, STREAM_W2 = 'cstream-w1-nc', 'cstream-w2-nc'
-KSPLIT2, KSPLIT4 = 'ksplit2', 'ksplit4'
-# n baked, wide and sparse: the plain streams first
-BAKED_WIDE_FIRST = ('cstream-w1-nc', 'bstream-w1-cs')
 
-# n baked, > CHUNKED_MIN_M rows: k-split in passes first, one pass spilled
-# (cuda-h100-context-chunked*.csv)
-CHUNKED_MIN_M = 32
-KSPLIT_CHUNKED = ('ksplit2-c24', 'ksplit4-c16')
+def _ksplit_groups(mm):
+    """The one-pass k-split whose groups each get KSPLIT_MIN_COLS columns
+    first (else two groups)."""
+    want = 4 if mm.info.k >= 4*KSPLIT_MIN_COLS else 2
+    return lambda c: (c.params.get('chunk', 0), c.params['ksplit'] != want,
+                      c.params['ksplit'])
 
-# n baked, few rows, B panel in these bounds: evict-first B leaves L2 to C
-# (cuda-h100-context*.csv; larger: pyfr-e2e-h100-bfirst-ab-*.csv)
+
+# -- n baked: B loaded evict-first where its panel is about an L2 or two -----
+
 B_FIRST_MIN_VALUES = 3*2**19
 B_FIRST_MAX_VALUES = 8*2**20
 # ... unbounded for this few rows (cuda-h100-context-bfirst-5-550k.csv)
 B_FIRST_ANY_M = 32
-B_FIRST = ('bstream-w1-cs', 'msplit4-w1', 'msplit2-w2', 'msplit4-w2',
-           'msplit8-w1-bsz32', 'bstream-w2-cs', 'msplit8-w1',
-           'cstream-w2-cs', 'msplit16-w1-bsz32', 'msplit16-w1')
-
-# partitioned groups after this many rows beside shared groups, else first
-# (pyfr-walk-h100-part*)
-PART_AFTER = 5
-
-# cstream-kparts first where m > BIG_M, else after KPARTS_AFTER rows
-KPARTS_ORDER = ('kparts3-g2-w2', 'kparts3-g1-w4', 'kparts3-g1-w8',
-                'kparts3-g2-w4')
-KPARTS_AFTER = 2
-
-RULE_ROWS = {
-    'cuda': frozenset(GEMM_ORDER + GEMM_ORDER_BETA + SPARSE_GEMM_FIRST
-                      + SPARSE_GEMM_NEXT + SPARSE_GEMM_COMPACT
-                      + MSPLIT_ORDER + MSPLIT_SMALL_K
-                      + FEW_FLOPS_BIG_M + FEW_FLOPS_SMALL_M + WARPROWS_ORDER
-                      + (STREAM_W1, STREAM_W2, KSPLIT2, KSPLIT4)
-                      + BAKED_WIDE_FIRST + B_FIRST + KSPLIT_CHUNKED
-                      + KPARTS_ORDER),
-}
-# families whose rows a rule sorts by a key of their parameters
-SORTED_FAMILIES = {'cuda': (CstreamMblock,)}
+# ... and at most this many rows (more: cstream-mblock's row groups lead)
+B_FIRST_MAX_M = BIG_M
+# tall (m >= 2k) and this dense: not B-first (the m-split's own rule)
+TALL_DENSITY = 0.4
 
 
-def placed_rows(platform, table):
-    """Ids of the rows the order places; None: the table order stands."""
-    how = target(platform).order
-    if how == 'cost':
-        return {row.id for row in table}
-    if how != 'rules':
-        return None
-    return RULE_ROWS[platform] | {row.id for row in table
-                                  if row.family in SORTED_FAMILIES[platform]}
-
-
-def _nnz_per_row(info):
-    return info.nnz / max(1, info.m - len(info.zero_rows))
-
-
-def _mblock_groups(info, beta, n=None):
-    """Predicted best cstream-mblock group count (a power of two >= 8)."""
-    rows = 24 if not beta else (4 if _nnz_per_row(info) < 8 else 8)
-    if n is not None and BAKED_MBLOCK_ROWS:
-        rows = BAKED_MBLOCK_ROWS
-    g = max(8, info.m / rows)
-    return 2**round(math.log2(g))
-
-
-def _prefs_mblock(info, beta, cands, n=None):
-    """cstream-mblock rows by distance from the predicted group count."""
-    g0 = _mblock_groups(info, beta, n)
-    mb = [c for c in cands if c.family == CstreamMblock.name
-          and 'groups' in c.params]
-    mb.sort(key=lambda c: (abs(math.log2(c.params['groups'] / g0)),
-                           c.params.get('width', 1), c.params['groups']))
-    return [c.row for c in mb]
-
-
-def _prefs_grouped(cands, param, reverse=False):
-    """cstream-mblock rows with pattern-found groups, sorted by `param`."""
-    rows = [c for c in cands if c.family == CstreamMblock.name
-            and param in c.params]
-    rows.sort(key=lambda c: c.params[param], reverse=reverse)
-    return [c.row for c in rows]
-
-
-def _prefs(info, cands, beta, n=None):
-    prefs = _prefs_by_regime(info, cands, beta, n)
-    if info.m > BIG_M:
-        return list(KPARTS_ORDER) + prefs
-    return prefs[:KPARTS_AFTER] + list(KPARTS_ORDER) + prefs[KPARTS_AFTER:]
-
-
-def _prefs_by_regime(info, cands, beta, n=None):
-    m, k = info.m, info.k
-    families = {c.family for c in cands}
-    gemm = list(GEMM_ORDER_BETA if beta else GEMM_ORDER)
-    dense = MmaGemm.name in families and info.density >= DENSE_DENSITY
-    if dense and beta and m >= 2*k and k < SMALL_K and \
-            BstreamMsplit.name in families:
-        # few columns, C read: one B load serves all rows
-        return list(MSPLIT_SMALL_K) + gemm
-    if dense:
-        if n is not None and _few_flops(info):
-            sp = FEW_FLOPS_BIG_M if m > BIG_M else FEW_FLOPS_SMALL_M
-            return list(sp) + gemm
-        return gemm
-    prefs = _prefs_stream(info, cands, beta, n)
-    if (n is not None and info.m > CHUNKED_MIN_M
-            and prefs[0] not in SPARSE_GEMM_FIRST
-            and not _b_first(info, n)):
-        return list(KSPLIT_CHUNKED) + prefs
-    return prefs
-
-
-def _few_flops(info):
-    """Whether A does < FEW_FLOPS multiply-adds per value moved."""
-    return info.nnz / (info.m + len(info.bix)) < FEW_FLOPS
-
-
-def _b_first(info, n):
-    """Whether n is baked and A's B panel is in the B-first bounds."""
-    if n is None:
+def b_first(mm):
+    """Whether n is baked and A's B panel is in the B-first bounds (A not
+    dense, nor tall and this dense: their own families lead)."""
+    info, n = mm.info, mm.n
+    if (n is None or info.m > B_FIRST_MAX_M or info.density >= DENSE_DENSITY
+            or info.m >= 2*info.k and info.density >= TALL_DENSITY):
         return False
     values = len(info.bix)*n
     return values >= B_FIRST_MIN_VALUES and (
         values <= B_FIRST_MAX_VALUES or info.m <= B_FIRST_ANY_M)
 
 
-def _prefs_stream(info, cands, beta, n=None):
-    m, k = info.m, info.k
-    families = {c.family for c in cands}
-    if m > BIG_M and CstreamMblock.name in families:
-        mb = _prefs_mblock(info, beta, cands, n)
-        if n is not None and BstreamWarpRows.name in families:
-            wr = list(WARPROWS_ORDER)
-            if _nnz_per_row(info) < WARPROWS_FEW_TERMS:
-                wr = wr[::-1]
-            if k > m:     # wide: the plain stream among the first
-                mb = mb[:2] + [STREAM_W1] + mb[2:]
-            if (info.group_reads >= WARPROWS_GROUP_READS
-                    and info.density < MSPLIT_DENSITY):
-                mb = wr + mb
-            else:
-                mb = mb[:WARPROWS_AFTER] + wr + mb[WARPROWS_AFTER:]
-        # shared groups re-read B least (pyfr-walk-h100-shared*,
-        # pyfr-walk-h100-twin-bounded-3*)
-        shared = _prefs_grouped(cands, 'shared')
-        part = _prefs_grouped(cands, 'part', reverse=True)
-        if MmaGemm.name in families and sparse_gemm_worth_it(info):
-            first = list(SPARSE_GEMM_FIRST_BETA if beta
-                         else SPARSE_GEMM_FIRST)
-            nxt = list(SPARSE_GEMM_NEXT)
-            ids = {c.row for c in cands}
-            compact = [r for r in (SPARSE_GEMM_COMPACT_BETA if beta
-                                   else SPARSE_GEMM_COMPACT) if r in ids]
-            if compact:
-                first, nxt = compact, first + nxt
-            return shared + first + mb[:5] + nxt + mb[5:] + [STREAM_W1]
-        mb = shared + mb
-        mb = mb[:PART_AFTER] + part + mb[PART_AFTER:] if shared else \
-            part + mb
-        if k <= BIG_M and not beta:   # few rows of B: one group does
-            return [STREAM_W1] + mb + [STREAM_W2]
-        return mb + [STREAM_W1, STREAM_W2]
-    ms = list(MSPLIT_ORDER)
-    if beta:     # C read too: the deeper split first
-        ms = ms[::-1]
-    tall = m >= 2*k and info.density >= MSPLIT_DENSITY
-    if _b_first(info, n) and not tall:
-        return list(B_FIRST) + [STREAM_W1, STREAM_W2, KSPLIT4, KSPLIT2]
-    if k > m:    # four k-groups only where each gets a few columns
-        ks = [KSPLIT4, KSPLIT2] if k >= 4*KSPLIT_MIN_COLS else \
-            [KSPLIT2, KSPLIT4]
-        if n is not None and info.density < MSPLIT_DENSITY:
-            return list(BAKED_WIDE_FIRST) + ks + [STREAM_W1, STREAM_W2] + ms
-        return ks + [STREAM_W1, STREAM_W2] + ms
-    if tall:
-        return ms + [STREAM_W1, STREAM_W2, KSPLIT2]
-    return [STREAM_W1, STREAM_W2, ms[1], KSPLIT2, ms[2], KSPLIT4]
+def _loads_b_first(mm, c):
+    # 'plain': the evict-first rows beyond PLAIN_B_MIN_VALUES (cuda._adapt)
+    return c.params.get('ld') in ('cs', 'plain')
 
 
-def _order_hip(mm, cands, dtype):
-    """HIP: cands by gimmik.cost's estimate on their gcn_arch."""
-    if not cands:
-        return []
-    arch = cost.hip_arch(cands[0].opts.get('gcn_arch',
-                                           cost.DEFAULT_HIP_ARCH))
-    return [c for c, _ in cost.rank(mm, cands, dtype, arch, mm.n)]
+# -- n baked, many rows: the k-split in passes leads -------------------------
+
+CHUNKED_MIN_M = 32
 
 
-def order_candidates(info, cands, platform, beta=0.0, n=None, mm=None,
-                     dtype=None):
-    """`cands` in offer order (n: the baked panel width or None); the cost
-    order needs `mm` and `dtype` (ValueError without them)."""
+def _chunked_first(mm):
+    info = mm.info
+    return (mm.n is not None and info.m > CHUNKED_MIN_M
+            and info.density < DENSE_DENSITY and not b_first(mm)
+            and not sparse_gemm_worth_it(info))
+
+
+def _chunked(mm, c):
+    return c.family == CstreamKsplit.name and 'chunk' in c.params
+
+
+def _by_chunk(mm):
+    """More rows a pass first (fewer passes, one spilled at most)."""
+    return lambda c: (-c.params.get('chunk', 0), c.params['ksplit'])
+
+
+OVERRIDES = {
+    'cuda': (
+        Override('mblock-groups', 'cuda-h100-candidates.csv, '
+                 'pyfr-walk-h100-candidates.csv', when=lambda mm: True,
+                 within=(CstreamMblock.name, _by_groups)),
+        Override('wide-ksplit', 'cuda-h100-candidates.csv', when=_wide,
+                 within=(CstreamKsplit.name, _ksplit_groups),
+                 first=_ksplit_lead),
+        Override('shared-groups', 'pyfr-walk-h100-shared, '
+                 'cuda-h200-context-twin-rules.csv', when=_big_m,
+                 first=_shared_groups),
+        Override('kparts', 'archive/cuda-h100-context-kparts.csv, '
+                 'cuda-h200-context-twin-rules.csv', when=_big_m,
+                 first=_kparts),
+        Override('b-first', 'cuda-h100-context-bfirst-*.csv, '
+                 'pyfr-e2e-h100-bfirst-ab-*.csv', when=b_first,
+                 first=_loads_b_first),
+        Override('chunked', 'cuda-h100-context-chunked*.csv',
+                 when=_chunked_first, within=(CstreamKsplit.name, _by_chunk),
+                 first=_chunked),
+    ),
+}
+
+
+def order_candidates(mm, cands, dtype):
+    """`cands` of generator mm in offer order."""
     cands = list(cands)
-    how = target(platform).order
-    if how == 'cost':
-        if mm is None or dtype is None:
-            raise ValueError(f'the {platform} order is estimated: it needs '
-                             'the generator (mm) and the dtype')
-        return _order_hip(mm, cands, dtype)
-    if how != 'rules':
+    t = target(mm.platform)
+    if not t.arches or not cands:
         return cands
-    prefs = _prefs(info, cands, beta, n)
-    rank = {}
-    for r, row in enumerate(prefs):
-        rank.setdefault(row, r)
-    return [c for _, c in sorted(
-        enumerate(cands),
-        key=lambda item: (rank.get(item[1].row, len(prefs)), item[0]))]
+    arch = cands[0].opts.get('gcn_arch', t.default_arch) \
+        if mm.platform == 'hip' else t.default_arch
+    ranked = [c for c, _ in cost.rank(mm, cands, dtype, t.cost_arch(arch),
+                                      mm.n)]
+    for o in OVERRIDES.get(mm.platform, ()):
+        ranked = o.apply(mm, ranked)
+    return ranked

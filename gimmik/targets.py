@@ -140,9 +140,9 @@ class Target:
     shared_reserved: int = 0
     # global loads a thread issues before consuming any; None: no batches
     batch_loads: int = None
-    # 'cost' (gimmik.cost.rank), 'rules' (gimmik.order) or 'table'
-    order: str = 'table'
     arches: tuple = ()
+    # cost.rank: each family's best within DIVERSE_WITHIN among the first 8
+    spread_families: bool = False
     nearest_arch: tuple = ()
     default_arch: str = None
 
@@ -167,7 +167,6 @@ HIP = Target(
     # clang-19 waits for all loads once a batch, not once a row; more costs
     # registers (plans.load_batches, load_runs; hip-family-waits.csv)
     batch_loads=8,
-    order='cost',
     arches=(GFX90A, GFX942),
     # ASSUMED: no constants of their own yet
     nearest_arch=(('gfx940', 'gfx942'), ('gfx941', 'gfx942'),
@@ -183,7 +182,9 @@ CUDA = Target(
     lane_registers=SM_90.regs_per_lane, simds=SM_90.simds,
     thread_registers=255,
     unit_shared=SM_90.shared_bytes, shared_reserved=SM_90.shared_reserved,
-    order='rules',
+    # the estimate errs most across families on small operators
+    # (order-compare-cost.txt)
+    spread_families=True,
     arches=(SM_90,), default_arch='sm_90')
 
 C = Target('c')

@@ -137,9 +137,8 @@ def test_gemm_blocks_that_do_not_fit_an_sm_are_refused(rng):
 
 def test_gemm_offered_for_sparse_operators_reading_c(rng):
     """Sparse operators with beta != 0 whose dense product is memory-bound
-    get the mma-gemm rows too, after the streaming families (gimmik.order
-    puts them first for the prism-like only); with beta 0, or a dense
-    product that would be compute-bound, they do not."""
+    get the mma-gemm rows too (placed by gimmik.order); with beta 0, or a
+    dense product that would be compute-bound, they do not."""
     from gimmik.analysis import analyse, sparse_gemm_worth_it
     from gimmik.fragments.mma import gemm_compute_bound
     hexlike = random_operator(rng, 64, 96, 0.06)     # p3 hex m3-like
@@ -148,8 +147,7 @@ def test_gemm_offered_for_sparse_operators_reading_c(rng):
     v = _variants(hexlike, beta=1.0, aligne=2)
     gemm = [i for i, x in enumerate(v) if x.startswith('mma-gemm')]
     assert gemm and all('/cpre/' in v[i] for i in gemm)
-    assert min(gemm) > max(i for i, x in enumerate(v)
-                           if x.startswith(('cstream', 'bstream')))
+    assert any(x.startswith(('cstream', 'bstream')) for x in v)
     assert not any(x.startswith('mma-gemm')
                    for x in _variants(hexlike, beta=0.0, aligne=2))
     assert not any(x.startswith('mma-gemm') for x in

@@ -1,9 +1,8 @@
 """The family contract (gimmik.families) and the candidate tables that use
 it: every row of every platform's table names a family found by the scan,
 whose template resolves on that platform, gates the platform knows and
-(on the GPU platforms) a register estimate and limit; every row is placed
-by an order rule or says tail; misspelt gates, unplaced rows and gates
-nothing uses are errors; one launch-limit check."""
+(on the GPU platforms) a register estimate and limit; misspelt gates and
+gates nothing uses are errors; one launch-limit check."""
 
 import numpy as np
 import pytest
@@ -13,7 +12,6 @@ from gimmik import c, cuda, hip
 from gimmik.base import Candidate, Row, check_table
 from gimmik.families import Family, Geometry, families, family
 from gimmik.families.cstream import Cstream
-from gimmik.order import RULE_ROWS, placed_rows
 
 # platform -> (generator class, its table, its gate names, options)
 PLATFORMS = {
@@ -90,7 +88,7 @@ def test_every_row(platform, row):
 @pytest.mark.parametrize('platform', list(PLATFORMS))
 def test_tables_check(platform):
     _, table, gates, _ = PLATFORMS[platform]
-    check_table(table, gates, platform, placed_rows(platform, table))
+    check_table(table, gates, platform)
     assert len({row.id for row in table}) == len(table)
 
 
@@ -106,67 +104,10 @@ def test_unknown_family_name():
         family('no-such-family')
 
 
-# -- placement: by a rule or tail, never silently last -------------------
-
-def test_a_row_no_rule_places_is_an_error():
-    new = Row('cstream-w1-cs', Cstream, dict(width=1, ld='cs'), 'stream')
-    table = cuda.CANDIDATES + [new]
-    with pytest.raises(ValueError, match='cstream-w1-cs.*placed by no'):
-        check_table(table, cuda.GATES, 'cuda', placed_rows('cuda', table))
-    # tail=True is the explicit rank: after the rows the rules place
-    tail = Row('cstream-w1-cs', Cstream, dict(width=1, ld='cs'), 'stream',
-               tail=True)
-    table = cuda.CANDIDATES + [tail]
-    check_table(table, cuda.GATES, 'cuda', placed_rows('cuda', table))
-
-
-def test_a_tail_row_a_rule_names_is_an_error():
-    named = sorted(RULE_ROWS['cuda'])[0]
-    table = [Row(r.id, r.family, r.params, ' '.join(r.gates),
-                 tail=r.tail or r.id == named) for r in cuda.CANDIDATES]
-    with pytest.raises(ValueError, match=f'{named}.*says tail'):
-        check_table(table, cuda.GATES, 'cuda', placed_rows('cuda', table))
-
-
-def test_hip_rows_are_all_placed_by_the_estimate():
-    """The estimate orders every HIP row: none says tail, and one that
-    does is an error."""
-    assert placed_rows('hip', hip.CANDIDATES) == {
-        r.id for r in hip.CANDIDATES}
-    assert not any(r.tail for r in hip.CANDIDATES)
-    row = hip.CANDIDATES[0]
-    table = [Row(row.id, row.family, row.params, ' '.join(row.gates),
-                 tail=True)] + hip.CANDIDATES[1:]
-    with pytest.raises(ValueError, match=f'{row.id}.*says tail'):
-        check_table(table, hip.GATES, 'hip', placed_rows('hip', table))
-
-
-def test_a_rule_naming_a_missing_row_is_an_error():
-    gone = 'warprows4'
-    table = [r for r in cuda.CANDIDATES if r.id != gone]
-    with pytest.raises(ValueError, match=gone):
-        check_table(table, cuda.GATES, 'cuda', placed_rows('cuda', table))
-
-
 def test_repeated_ids_are_an_error():
     table = c.CANDIDATES + [c.CANDIDATES[0]]
     with pytest.raises(ValueError, match='repeat'):
         check_table(table, c.GATES, 'c')
-
-
-def test_placed_rows_lead_in_rule_order():
-    """The CUDA order of a dense operator: the rows the rule names, by
-    id, then the tail rows in table order."""
-    rng = np.random.default_rng(3)
-    mm = cuda.CUDAMatMul(rng.standard_normal((84, 112)), aligne=2)
-    out = mm.candidates(np.float64, compute_capability=(9, 0))
-    ids = [cand.row for cand in out]
-    table = [r.id for r in cuda.CANDIDATES]
-    assert ids[:2] == ['gemm-t4-blocks4', 'gemm-t4']
-    tail = [i for i in ids if i not in RULE_ROWS['cuda']]
-    assert tail == [i for i in table if i in tail]
-    named = [i for i in ids if i in RULE_ROWS['cuda']]
-    assert ids[:len(named)] == named
 
 
 # -- gates: checked names -------------------------------------------------
@@ -174,8 +115,7 @@ def test_placed_rows_lead_in_rule_order():
 def test_a_misspelt_gate_is_an_error_after_a_false_one():
     # 'mma' is false for most operators; the misspelling after it is still
     # caught, when the table is checked and when it is walked
-    bad = Row('typo', Cstream, dict(width=1, ld='nc'), 'mma strem',
-              tail=True)
+    bad = Row('typo', Cstream, dict(width=1, ld='nc'), 'mma strem')
     with pytest.raises(ValueError, match='strem'):
         check_table(cuda.CANDIDATES + [bad], cuda.GATES, 'cuda')
     mm = cuda.CUDAMatMul(np.eye(4))

@@ -49,9 +49,9 @@ def test_flush_bytes_is_the_rest_capped():
 # -- memory policies ---------------------------------------------------------
 def _src(A, family, beta=0.0, n=4096):
     mm = CUDAMatMul(A, beta=beta, aligne=16, n=n, ldb=n, ldc=n)
-    for src, meta in mm.kernels(np.float64):
-        if meta['tplname'] == family:
-            return src
+    for cand in mm.candidates(np.float64):
+        if cand.family == family:
+            return mm.render(cand, np.float64)[0]
     raise AssertionError(f'{family} not offered')
 
 

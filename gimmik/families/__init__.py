@@ -9,8 +9,8 @@ long_min_blocks, padded_tail, no_packed_f32, arch_specific, template_file).
 Adding a family ``foo-bar``: a :class:`Family` subclass in foo_bar.py here
 (name, geometry, build_plan, live_values; adapt, context, work where the
 defaults do not hold), its template kernels/<platform or common>/foo-bar.mako
-inheriting base.mako, and rows in the platform's table, each named by a
-gimmik.order rule or tail=True; tests/test_families.py checks all of it."""
+inheriting base.mako, and rows in the platform's table (gimmik.order ranks
+them); tests/test_families.py checks all of it."""
 
 from dataclasses import dataclass
 from functools import cached_property
