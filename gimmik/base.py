@@ -96,30 +96,35 @@ def feedback_spilled(feedback):
 
 
 class Row:
-    """One row of a platform's candidate table: `id`, family, params, gates
-    (space-separated)."""
+    """One row of a platform's candidate table: family, params, gates
+    (space-separated); its id is the variant name of its table parameters
+    (a candidate's own variant differs where adapt() rebinds them)."""
 
-    __slots__ = ('id', 'family', 'params', 'gates')
+    __slots__ = ('family', 'params', 'gates')
 
-    def __init__(self, id, family, params, gates=''):
-        self.id = id
+    def __init__(self, family, params, gates=''):
         self.family = family
         self.params = params
         self.gates = tuple(gates.split())
 
+    @property
+    def id(self):
+        return Candidate(self.family.name, self.params).variant
+
     def __repr__(self):
-        return (f'Row({self.id!r}, {self.family.name}, {self.params!r}, '
+        return (f'Row({self.family.name}, {self.params!r}, '
                 f'{" ".join(self.gates)!r})')
 
 
 def check_table(table, gate_names, platform):
     """ValueError unless every row of a platform's candidate table has a
-    unique id and a Family subclass, names only gates of `gate_names`, and
-    every gate is named by some row."""
-    ids = [row.id for row in table]
-    dup = sorted({i for i in ids if ids.count(i) > 1})
+    Family subclass, is unique under its gates (one kernel may be offered
+    under two sets of gates), names only gates of `gate_names`, and every
+    gate is named by some row."""
+    keys = [(row.id, frozenset(row.gates)) for row in table]
+    dup = sorted({k[0] for k in keys if keys.count(k) > 1})
     if dup:
-        raise ValueError(f'{platform} table: row ids {dup} repeat')
+        raise ValueError(f'{platform} table: rows {dup} repeat')
     used = set()
     for row in table:
         if not (isinstance(row.family, type) and issubclass(row.family,

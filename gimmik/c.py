@@ -25,16 +25,15 @@ UNROLLED_MAX_NNZ = 1500
 
 # The C candidate table (gimmik.base.Row), in offer order (no rules for C)
 CANDIDATES = [
-    # id                family      parameters                      gates
-    Row('rowblock6x8', Rowblock, dict(rows=6, vw=8, width=256)),
-    Row('rowblock3x16', Rowblock, dict(rows=3, vw=16, width=256)),
-    Row('rowblock2x16', Rowblock, dict(rows=2, vw=16, width=64)),
-    Row('rowblock1x16', Rowblock, dict(rows=1, vw=16, width=256)),
-    Row('cstream64', Cstream, dict(width=64), 'unrolled'),
-    Row('cstream512', Cstream, dict(width=512), 'unrolled'),
-    Row('cstream-row512', CstreamRow, dict(width=512), 'row'),
-    Row('bstream64', Bstream, dict(width=64), 'small'),
-    Row('bstream16', Bstream, dict(width=16), 'small'),
+    Row(Rowblock, dict(rows=6, vw=8, width=256)),
+    Row(Rowblock, dict(rows=3, vw=16, width=256)),
+    Row(Rowblock, dict(rows=2, vw=16, width=64)),
+    Row(Rowblock, dict(rows=1, vw=16, width=256)),
+    Row(Cstream, dict(width=64), 'unrolled'),
+    Row(Cstream, dict(width=512), 'unrolled'),
+    Row(CstreamRow, dict(width=512), 'row'),
+    Row(Bstream, dict(width=64), 'small'),
+    Row(Bstream, dict(width=16), 'small'),
 ]
 
 GATES = ('small', 'row', 'unrolled')

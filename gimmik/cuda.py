@@ -52,7 +52,7 @@ C_STORE = 'cg'
 def _sparse_gemm(tiling):
     """A sparse mma-gemm row's parameters (gate gemmsparse): slabs skipped,
     A reordered on the transposed tiles (cuda-h100-context-reorder*.csv)."""
-    p = dict(tiling, skip=True, cpre=True)
+    p = dict(tiling, skip=True, preload_c=True)
     if tiling['shape'].endswith('t'):
         p['reorder'] = True
     return p
@@ -60,138 +60,116 @@ def _sparse_gemm(tiling):
 
 # The CUDA candidate table (gimmik.base.Row), ordered by gimmik.order
 CANDIDATES = [
-    # id                 family          parameters                  gates
     # mma-gemm: H100 winners first (cuda-h100-gemm-transposed.csv); blocks=4
     # holds a tile to four blocks an SM (cuda-h100-gemm-blocks*)
-    *[Row(rid, MmaGemm, dict(p, skip=True, cpre=True), gates)
-      for rid, p, gates in [
-        ('gemm-t4-blocks4',
-         dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
+    *[Row(MmaGemm, dict(p, skip=True, preload_c=True), gates)
+      for p, gates in [
+        (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
               nbuf=6, blocks=4), 'mma90 w2'),
-        ('gemm-t4',
-         dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
+        (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
               nbuf=6), 'mma90 w2'),
-        ('gemm-t4-wm8',
-         dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=8, wn=2, kstage=2,
+        (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=8, wn=2, kstage=2,
               nbuf=4), 'mma90 w2'),
-        ('gemm-t8',
-         dict(shape='m16n8k8t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
+        (dict(shape='m16n8k8t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
               nbuf=3), 'mma90 w2'),
-        ('gemm-t4-8warps',
-         dict(shape='m16n8k4t', mwarps=4, nwarps=2, wm=2, wn=2, kstage=2,
+        (dict(shape='m16n8k4t', mwarps=4, nwarps=2, wm=2, wn=2, kstage=2,
               nbuf=6), 'mma90 w2'),
-        ('gemm-t4-kstage4',
-         dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=4,
+        (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=4,
               nbuf=3), 'mma90 w2'),
-        ('gemm-t8-nwarps1',
-         dict(shape='m16n8k8t', mwarps=2, nwarps=1, wm=4, wn=2, kstage=2,
+        (dict(shape='m16n8k8t', mwarps=2, nwarps=1, wm=4, wn=2, kstage=2,
               nbuf=4), 'mma90 w2'),
-        ('gemm-k4',
-         dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=2,
+        (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=2,
               nbuf=6), 'mma90 w2'),
-        ('gemm-k4-kstage4',
-         dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
+        (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
               nbuf=3), 'mma90 w2'),
-        ('gemm-k4-8warps',
-         dict(shape='m16n8k4', mwarps=4, nwarps=2, wm=2, wn=4, kstage=2,
+        (dict(shape='m16n8k4', mwarps=4, nwarps=2, wm=2, wn=4, kstage=2,
               nbuf=4), 'mma90 w2'),
-        ('gemm-k4-6warps',
-         dict(shape='m16n8k4', mwarps=3, nwarps=2, wm=3, wn=4, kstage=2,
+        (dict(shape='m16n8k4', mwarps=3, nwarps=2, wm=3, wn=4, kstage=2,
               nbuf=3), 'mma90 w2'),
-        ('gemm-m8',
-         dict(shape='m8n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
+        (dict(shape='m8n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
               nbuf=3), 'mma w2'),
-        ('gemm-m8-8warps',
-         dict(shape='m8n8k4', mwarps=4, nwarps=2, wm=4, wn=4, kstage=2,
+        (dict(shape='m8n8k4', mwarps=4, nwarps=2, wm=4, wn=4, kstage=2,
               nbuf=3), 'mma w2')]],
-    Row('cstream-w2-nc', Cstream, dict(width=2, ld='nc'), 'w2 stream'),
-    Row('bstream-w2-cs', Bstream, dict(width=2, ld='cs'), 'w2 stream'),
-    Row('cstream-w1-nc', Cstream, dict(width=1, ld='nc'), 'stream'),
-    Row('bstream-w1-cs', Bstream, dict(width=1, ld='cs'), 'stream'),
-    Row('msplit2-w2', BstreamMsplit,
+    Row(Cstream, dict(width=2, ld='nc'), 'w2 stream'),
+    Row(Bstream, dict(width=2, ld='cs'), 'w2 stream'),
+    Row(Cstream, dict(width=1, ld='nc'), 'stream'),
+    Row(Bstream, dict(width=1, ld='cs'), 'stream'),
+    Row(BstreamMsplit,
         dict(width=2, msplit=2, bsz=16, ld='cs'), 'w2 stream'),
-    Row('msplit4-w2', BstreamMsplit,
+    Row(BstreamMsplit,
         dict(width=2, msplit=4, bsz=16, ld='cs'), 'w2 stream'),
-    Row('msplit4-w1', BstreamMsplit,
+    Row(BstreamMsplit,
         dict(width=1, msplit=4, bsz=16, ld='cs'), 'stream'),
-    *[Row(f'msplit{ms}-w1', BstreamMsplit,
+    *[Row(BstreamMsplit,
           dict(width=1, msplit=ms, bsz=16, ld='cs'), 'stream')
       for ms in (8, 16)],
-    Row('msplit32-w1', BstreamMsplit,
+    Row(BstreamMsplit,
         dict(width=1, msplit=32, bsz=16, ld='cs'), 'stream'),
-    Row('msplit8-w1-bsz32', BstreamMsplit,
+    Row(BstreamMsplit,
         dict(width=1, msplit=8, bsz=32, ld='cs'), 'stream'),
-    Row('msplit16-w1-bsz32', BstreamMsplit,
+    Row(BstreamMsplit,
         dict(width=1, msplit=16, bsz=32, ld='cs'), 'stream'),
-    Row('cstream-w2-cs', Cstream, dict(width=2, ld='cs'), 'w2 stream'),
-    Row('warprows4', BstreamWarpRows,
+    Row(Cstream, dict(width=2, ld='cs'), 'w2 stream'),
+    Row(BstreamWarpRows,
         dict(msplit=4, bsz=24, ld='cg', st='cg'), 'stream'),
-    Row('warprows8', BstreamWarpRows,
+    Row(BstreamWarpRows,
         dict(msplit=8, bsz=24, ld='cg', st='cg'), 'bigm stream'),
-    Row('cstream-reload', Cstream, dict(width=1, ld='reload'),
+    Row(Cstream, dict(width=1, ld='reload'),
         'bigk stream'),
-    *[Row(f'mblock{g}', CstreamMblock, dict(width=1, groups=g, ld='nc'),
+    *[Row(CstreamMblock, dict(width=1, groups=g, ld='nc'),
           'bigm stream') for g in (8, 16, 32, 64, 128)],
-    *[Row(f'mblock{g}-w2', CstreamMblock, dict(width=2, groups=g, ld='nc'),
+    *[Row(CstreamMblock, dict(width=2, groups=g, ld='nc'),
           'w2 bigm stream') for g in (16, 32)],
     # the rows grouped by the B rows they share, at most 32, 48, 64 a group
     # (SHARED_ROWS)
-    *[Row(f'mblock-s{u}', CstreamMblock, dict(width=1, shared=u, ld='nc'),
+    *[Row(CstreamMblock, dict(width=1, shared=u, ld='nc'),
           'bigm stream beta0') for u in (32, 48, 64)],
     # partitioned groups, two a block sharing B rows through L1
     # (pyfr-walk-h100-part22.csv)
-    *[Row(f'mblock-p{r}-x2', CstreamMblock,
+    *[Row(CstreamMblock,
           dict(width=1, part=r, stack=2, ld='nc'), 'bigm stream beta0')
       for r in (22, 16)],
-    Row('ksplit2', CstreamKsplit, dict(ksplit=2), 'stream'),
-    Row('ksplit4', CstreamKsplit, dict(ksplit=4), 'stream'),
+    Row(CstreamKsplit, dict(ksplit=2), 'stream'),
+    Row(CstreamKsplit, dict(ksplit=4), 'stream'),
     # k split into parts; blocks=4 let ptxas hoist loads, faster (sm_90 only)
-    *[Row(f'kparts3-g{g}-w{w}', CstreamKparts,
+    *[Row(CstreamKparts,
           dict(parts=3, groups=g, shared=32, warps=w, blocks=4),
           'stream sm90')
       for g, w in ((2, 2), (1, 4), (1, 8), (2, 4))],
     # the k-split in passes of rows (B loaded at first use): per thread a
     # pass's sums and the B values between their first and last use
-    Row('ksplit2-c24', CstreamKsplit, dict(ksplit=2, chunk=24), 'stream'),
-    Row('ksplit4-c16', CstreamKsplit, dict(ksplit=4, chunk=16), 'stream'),
+    Row(CstreamKsplit, dict(ksplit=2, chunk=24), 'stream'),
+    Row(CstreamKsplit, dict(ksplit=4, chunk=16), 'stream'),
     # the register-bounded row-group family of the HIP table, two wave64
     # shapes in warps: offered after the rules' rows (the twin of the HIP
     # rows, timed beside the CUDA families)
-    Row('mgroup-4x16-b64', BstreamMgroup,
+    Row(BstreamMgroup,
         dict(msplit=4, rows=16, bsz=64, nbuf=1), 'bigm stream'),
-    Row('mgroup-8x8-b64', BstreamMgroup,
+    Row(BstreamMgroup,
         dict(msplit=8, rows=8, bsz=64, nbuf=1), 'bigm stream'),
     # the sparser big operators (prisms): the tensor cores skip A's zero
     # slabs; offered after the streaming families
-    *[Row(rid, MmaGemm, _sparse_gemm(p), 'gemmsparse')
-      for rid, p in [
-        ('sparse-t4',
-         dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
-              nbuf=6)),
-        ('sparse-k4-wn4',
-         dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
-              nbuf=3)),
-        ('sparse-k4-8warps',
-         dict(shape='m16n8k4', mwarps=4, nwarps=2, wm=2, wn=4, kstage=2,
-              nbuf=4)),
-        ('sparse-k4-nwarps4',
-         dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=2,
-              nbuf=3)),
-        ('sparse-k4-kstage4',
-         dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
-              nbuf=3)),
-        ('sparse-t4-wm2',
-         dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=2, wn=2, kstage=2,
-              nbuf=6))]],
+    *[Row(MmaGemm, _sparse_gemm(p), 'gemmsparse')
+      for p in [
+        dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
+              nbuf=6),
+        dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
+              nbuf=3),
+        dict(shape='m16n8k4', mwarps=4, nwarps=2, wm=2, wn=4, kstage=2,
+              nbuf=4),
+        dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=2,
+              nbuf=3),
+        dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
+              nbuf=3),
+        dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=2, wn=2, kstage=2,
+              nbuf=6)]],
     # the same two transposed tiles, compact (each m-block's own used columns)
-    *[Row(rid, MmaGemm, dict(p, cpre=True, compact=True), 'gemmsparse')
-      for rid, p in [
-        ('sparse-t4-compact',
-         dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
-              nbuf=6)),
-        ('sparse-t4-wm2-compact',
-         dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=2, wn=2, kstage=2,
-              nbuf=6))]],
+    *[Row(MmaGemm, dict(p, preload_c=True, compact=True), 'gemmsparse')
+      for p in [
+        dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
+              nbuf=6),
+        dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=2, wn=2, kstage=2,
+              nbuf=6)]],
 ]
 
 # Where mma-gemm is offered first (gate mma), the unrolled streaming

@@ -36,8 +36,7 @@ PADDED_TAIL_MAX_ROWS = 16
 # each with wm x wn 16x16 accumulator tiles, stages of 4*kstage columns of A;
 # vec 2: 16-byte B/C accesses
 MFMA_GEMM_ROWS = [
-    Row(f'gemm-{p["mwaves"]}x{p["nwaves"]}-{p["wm"]}x{p["wn"]}'
-        f'-k{p["kstage"]}-vec{vec}', MfmaGemm, dict(p, vec=vec), gate)
+    Row(MfmaGemm, dict(p, vec=vec), gate)
     for p in (dict(mwaves=2, nwaves=2, wm=4, wn=4, kstage=1),
               dict(mwaves=2, nwaves=2, wm=2, wn=4, kstage=2),
               dict(mwaves=2, nwaves=2, wm=2, wn=4, kstage=1),
@@ -48,8 +47,7 @@ MFMA_GEMM_ROWS = [
 # mfma-gemm on reordered sparse A, C not read: with beta the epilogue waits a
 # row and the twin gained little (cuda-h100-context-reorder3.csv)
 MFMA_SPARSE_ROWS = [
-    Row(f'sparse-{p["mwaves"]}x{p["nwaves"]}-{p["wm"]}x{p["wn"]}'
-        f'-k{p["kstage"]}-vec{vec}', MfmaGemm, dict(p, vec=vec, reorder=True),
+    Row(MfmaGemm, dict(p, vec=vec, reorder=True),
         gate)
     for p in (dict(mwaves=2, nwaves=2, wm=2, wn=4, kstage=2),
               dict(mwaves=4, nwaves=1, wm=2, wn=4, kstage=2),
@@ -58,7 +56,7 @@ MFMA_SPARSE_ROWS = [
 
 # compact: each m-block over its own used columns (pyfr-walk-h100-compact.csv)
 MFMA_COMPACT_ROWS = [
-    Row(f'{r.id}-compact', MfmaGemm,
+    Row(MfmaGemm,
         {**{x: v for x, v in r.params.items() if x != 'reorder'},
          'compact': True}, ' '.join(r.gates))
     for r in MFMA_SPARSE_ROWS]
@@ -71,31 +69,31 @@ BIG_M = 64
 # gate 'bigm': per-lane state bounded whatever m and k (docs/design.md); no
 # bstream-warprows: it spilled at 16 waves a block
 BOUNDED_ROWS = [
-    Row('mblock-g32', CstreamMblock, dict(width=1, groups=32), 'bigm'),
-    Row('mgroup-4x16-b64', BstreamMgroup,
-        dict(msplit=4, rows=16, bsz=64, nbuf=1, ntload=True), 'bigm'),
-    Row('mblock-g64', CstreamMblock, dict(width=1, groups=64), 'bigm'),
-    Row('mblock-g16', CstreamMblock, dict(width=1, groups=16), 'bigm'),
-    Row('mgroup-2x16-b32', BstreamMgroup,
-        dict(msplit=2, rows=16, bsz=32, nbuf=1, ntload=True), 'bigm'),
-    Row('mblock-g128', CstreamMblock, dict(width=1, groups=128), 'bigm'),
-    Row('mgroup-4x8-b64', BstreamMgroup,
+    Row(CstreamMblock, dict(width=1, groups=32), 'bigm'),
+    Row(BstreamMgroup,
+        dict(msplit=4, rows=16, bsz=64, nbuf=1, ld='cs'), 'bigm'),
+    Row(CstreamMblock, dict(width=1, groups=64), 'bigm'),
+    Row(CstreamMblock, dict(width=1, groups=16), 'bigm'),
+    Row(BstreamMgroup,
+        dict(msplit=2, rows=16, bsz=32, nbuf=1, ld='cs'), 'bigm'),
+    Row(CstreamMblock, dict(width=1, groups=128), 'bigm'),
+    Row(BstreamMgroup,
         dict(msplit=4, rows=8, bsz=64, nbuf=1), 'bigm'),
-    Row('mblock-g64-w2', CstreamMblock, dict(width=2, groups=64),
+    Row(CstreamMblock, dict(width=2, groups=64),
         'bigm w2'),
-    Row('mblock-g8', CstreamMblock, dict(width=1, groups=8), 'bigm'),
-    Row('mblock-g6', CstreamMblock, dict(width=1, groups=6), 'bigm'),
-    Row('mblock-g12', CstreamMblock, dict(width=1, groups=12), 'bigm'),
-    Row('mblock-g128-w2', CstreamMblock, dict(width=2, groups=128),
+    Row(CstreamMblock, dict(width=1, groups=8), 'bigm'),
+    Row(CstreamMblock, dict(width=1, groups=6), 'bigm'),
+    Row(CstreamMblock, dict(width=1, groups=12), 'bigm'),
+    Row(CstreamMblock, dict(width=2, groups=128),
         'bigm w2'),
-    Row('mblock-s32', CstreamMblock, dict(width=1, shared=32), 'bigm'),
-    Row('mblock-s64', CstreamMblock, dict(width=1, shared=64), 'bigm'),
-    Row('mblock-p22', CstreamMblock, dict(width=1, part=22), 'bigm'),
-    Row('mblock-p16', CstreamMblock, dict(width=1, part=16), 'bigm'),
+    Row(CstreamMblock, dict(width=1, shared=32), 'bigm'),
+    Row(CstreamMblock, dict(width=1, shared=64), 'bigm'),
+    Row(CstreamMblock, dict(width=1, part=22), 'bigm'),
+    Row(CstreamMblock, dict(width=1, part=16), 'bigm'),
     # cstream-kparts, eight waves a block: a CU's LDS holds one block's slots
-    Row('kparts3-g1-w8', CstreamKparts,
+    Row(CstreamKparts,
         dict(parts=3, groups=1, shared=32, warps=8), 'bigm'),
-    Row('kparts3-g2-w8', CstreamKparts,
+    Row(CstreamKparts,
         dict(parts=3, groups=2, shared=32, warps=8), 'bigm'),
 ]
 # cstream-mblock needs at least this many rows a group on HIP (a group of
@@ -104,9 +102,8 @@ MBLOCK_MIN_ROWS = 2
 
 # The HIP candidate table (gimmik.base.Row), ordered by gimmik.cost, not here
 CANDIDATES = [
-    # id                 family          parameters                  gates
     # mfma-dense: vec 2 (16-byte B/C accesses) needs an even aligne
-    *[Row(f'mfma-ms{p["msplit"]}-pipe{p["pipe"]}-vec{vec}', MfmaDense,
+    *[Row(MfmaDense,
           dict(p, vec=vec), gate)
       for p in (dict(msplit=4, pipe=2, nbuf=2, kchunk=4),
                 dict(msplit=2, pipe=2, nbuf=2, kchunk=4),
@@ -120,37 +117,37 @@ CANDIDATES = [
     *MFMA_SPARSE_ROWS,
     *MFMA_COMPACT_ROWS,
     # bstream-msplit: bsz 8 halves bsz 16's LDS, for 2 waves a SIMD
-    Row('msplit2-w2', BstreamMsplit,
-        dict(width=2, msplit=2, bsz=16, ntload=True), 'w2'),
-    Row('msplit2-w2-bsz8', BstreamMsplit,
-        dict(width=2, msplit=2, bsz=8, ntload=True), 'w2'),
-    Row('msplit2-w1', BstreamMsplit,
-        dict(width=1, msplit=2, bsz=16, ntload=True)),
-    Row('msplit4-w2', BstreamMsplit,
-        dict(width=2, msplit=4, bsz=16, ntload=True), 'w2'),
-    Row('msplit2-w2-preload', BstreamMsplit,
-        dict(width=2, msplit=2, bsz=16, ntload=True, preload_c=True),
+    Row(BstreamMsplit,
+        dict(width=2, msplit=2, bsz=16, ld='cs'), 'w2'),
+    Row(BstreamMsplit,
+        dict(width=2, msplit=2, bsz=8, ld='cs'), 'w2'),
+    Row(BstreamMsplit,
+        dict(width=1, msplit=2, bsz=16, ld='cs')),
+    Row(BstreamMsplit,
+        dict(width=2, msplit=4, bsz=16, ld='cs'), 'w2'),
+    Row(BstreamMsplit,
+        dict(width=2, msplit=2, bsz=16, ld='cs', preload_c=True),
         'w2 beta'),
-    Row('msplit4-w1', BstreamMsplit,
-        dict(width=1, msplit=4, bsz=16, ntload=False)),
-    Row('bstream-w2', Bstream, dict(width=2), 'w2'),
-    Row('bstream-w1', Bstream, dict(width=1)),
-    Row('cstream-w2', Cstream, dict(width=2), 'w2'),
-    Row('cstream-w1', Cstream, dict(width=1)),
-    Row('ksplit2', CstreamKsplit, dict(ksplit=2)),
-    Row('ksplit4', CstreamKsplit, dict(ksplit=4)),
-    Row('ksplit2-preload', CstreamKsplit, dict(ksplit=2, preload_c=True),
+    Row(BstreamMsplit,
+        dict(width=1, msplit=4, bsz=16)),
+    Row(Bstream, dict(width=2), 'w2'),
+    Row(Bstream, dict(width=1)),
+    Row(Cstream, dict(width=2), 'w2'),
+    Row(Cstream, dict(width=1)),
+    Row(CstreamKsplit, dict(ksplit=2)),
+    Row(CstreamKsplit, dict(ksplit=4)),
+    Row(CstreamKsplit, dict(ksplit=2, preload_c=True),
         'beta'),
-    Row('msplit2-w1-preload', BstreamMsplit,
-        dict(width=1, msplit=2, bsz=16, ntload=False, preload_c=True),
+    Row(BstreamMsplit,
+        dict(width=1, msplit=2, bsz=16, preload_c=True),
         'beta'),
     # gate 'w1only': the two-column rows' m-splits where those are not offered
-    Row('msplit8-w1', BstreamMsplit,
-        dict(width=1, msplit=8, bsz=16, ntload=True), 'w1only'),
-    Row('msplit4-w1-nt', BstreamMsplit,
-        dict(width=1, msplit=4, bsz=16, ntload=True), 'w1only'),
-    Row('msplit2-w1-bsz8', BstreamMsplit,
-        dict(width=1, msplit=2, bsz=8, ntload=True), 'w1only'),
+    Row(BstreamMsplit,
+        dict(width=1, msplit=8, bsz=16, ld='cs'), 'w1only'),
+    Row(BstreamMsplit,
+        dict(width=1, msplit=4, bsz=16, ld='cs'), 'w1only'),
+    Row(BstreamMsplit,
+        dict(width=1, msplit=2, bsz=8, ld='cs'), 'w1only'),
     *BOUNDED_ROWS,
 ]
 
@@ -224,7 +221,8 @@ class HIPMatMul(MatMul):
         even_n = self.n is not None and self.n % 2 == 0
         few_rows = len(kern.info.bix) < PADDED_TAIL_MAX_ROWS
         # the families' switches (Family.no_packed_f32, padded_tail)
-        return {'no_packed_f32': (kern.no_packed_f32 and kern.itemsize == 4
+        return {'ld': kern.params.get('ld', 'plain'),
+                'no_packed_f32': (kern.no_packed_f32 and kern.itemsize == 4
                                   and kern.geometry().width == 1),
                 'padded_tail': (kern.padded_tail
                                 and kern.geometry().width == 2

@@ -23,27 +23,27 @@ DEFAULT_LOCAL_MEM = 32*1024
 # the plain streams and the k-splits were the fastest own launches, the row
 # splits mostly not, msplit2 two columns wide never (opencl-h200-walk-each.csv)
 CANDIDATES = [
-    Row('cstream-w1', Cstream, dict(width=1)),
-    Row('bstream-w1', Bstream, dict(width=1)),
-    Row('ksplit2', CstreamKsplit, dict(ksplit=2)),
+    Row(Cstream, dict(width=1)),
+    Row(Bstream, dict(width=1)),
+    Row(CstreamKsplit, dict(ksplit=2)),
     # rows in passes: a work-item holds one pass's sums (many rows)
-    Row('ksplit2-c32', CstreamKsplit, dict(ksplit=2, chunk=32)),
-    Row('cstream-w2', Cstream, dict(width=2), 'w2'),
-    Row('bstream-w2', Bstream, dict(width=2), 'w2'),
-    Row('msplit2-w1', BstreamMsplit, dict(width=1, msplit=2, bsz=16),
+    Row(CstreamKsplit, dict(ksplit=2, chunk=32)),
+    Row(Cstream, dict(width=2), 'w2'),
+    Row(Bstream, dict(width=2), 'w2'),
+    Row(BstreamMsplit, dict(width=1, msplit=2, bsz=16),
         'staged'),
-    Row('msplit4-w1', BstreamMsplit, dict(width=1, msplit=4, bsz=16),
+    Row(BstreamMsplit, dict(width=1, msplit=4, bsz=16),
         'staged'),
-    Row('ksplit4-c16', CstreamKsplit, dict(ksplit=4, chunk=16)),
-    Row('ksplit2-c16', CstreamKsplit, dict(ksplit=2, chunk=16)),
-    Row('ksplit4', CstreamKsplit, dict(ksplit=4)),
-    Row('ksplit2-preload', CstreamKsplit, dict(ksplit=2, preload_c=True),
+    Row(CstreamKsplit, dict(ksplit=4, chunk=16)),
+    Row(CstreamKsplit, dict(ksplit=2, chunk=16)),
+    Row(CstreamKsplit, dict(ksplit=4)),
+    Row(CstreamKsplit, dict(ksplit=2, preload_c=True),
         'beta'),
     # many rows: row groups across work-groups, a work-item's registers
     # bounded by its group's rows
-    Row('mblock-g8', CstreamMblock, dict(width=1, groups=8), 'bigm'),
-    Row('mblock-g16', CstreamMblock, dict(width=1, groups=16), 'bigm'),
-    Row('mblock-g32', CstreamMblock, dict(width=1, groups=32), 'bigm'),
+    Row(CstreamMblock, dict(width=1, groups=8), 'bigm'),
+    Row(CstreamMblock, dict(width=1, groups=16), 'bigm'),
+    Row(CstreamMblock, dict(width=1, groups=32), 'bigm'),
 ]
 
 # Rows of A beyond which the row-group rows are offered (gate 'bigm')

@@ -24,7 +24,7 @@ from gimmik.targets import target
 class Override:
     """A measured correction of the estimate's order: where `when(mm)`, the
     candidates `first(mm, cand)` picks lead in the estimate's order, and a
-    family's members take its places sorted by `within(mm)(cand)`."""
+    family's members take its places sorted by `within(mm, members)(cand)`."""
     name: str
     cite: str
     when: Callable
@@ -37,7 +37,8 @@ class Override:
         if self.within is not None:
             name, key = self.within
             pos = [i for i, c in enumerate(ranked) if c.family == name]
-            mine = sorted((ranked[i] for i in pos), key=key(mm))
+            mine = [ranked[i] for i in pos]
+            mine = sorted(mine, key=key(mm, mine))
             ranked = list(ranked)
             for i, c in zip(pos, mine):
                 ranked[i] = c
@@ -75,21 +76,31 @@ def mblock_groups(mm):
     return 2**round(math.log2(max(8, info.m / rows)))
 
 
-def _by_groups(mm):
-    """Groups by shared B rows first (smallest budget first: they re-read B
-    least), then contiguous ones by distance from mblock_groups, then
-    partitioned ones (larger first)."""
-    g0 = mblock_groups(mm)
+# partitioned groups after this many members beside shared groups, else first
+# (pyfr-walk-h100-part22.csv)
+PART_AFTER = 5
 
-    def key(c):
-        p = c.params
-        if 'shared' in p:
-            return (0, p['shared'], 0)
-        if 'groups' in p:
-            return (1, abs(math.log2(p['groups'] / g0)), p.get('width', 1),
-                    p['groups'])
-        return (2, -p.get('part', 0))
-    return key
+
+def _by_groups(mm, members):
+    """Groups by shared B rows first (smallest budget first: they re-read B
+    least), contiguous ones by distance from mblock_groups, partitioned ones
+    (larger first) after PART_AFTER members, or first without shared ones."""
+    g0 = mblock_groups(mm)
+    shared = sorted((c for c in members if 'shared' in c.params),
+                    key=lambda c: c.params['shared'])
+    part = sorted((c for c in members if 'part' in c.params),
+                  key=lambda c: -c.params['part'])
+    contig = sorted((c for c in members if 'groups' in c.params),
+                    key=lambda c: (abs(math.log2(c.params['groups'] / g0)),
+                                   c.params.get('width', 1),
+                                   c.params['groups']))
+    if shared:
+        cut = max(0, PART_AFTER - len(shared))
+        out = shared + contig[:cut] + part + contig[cut:]
+    else:
+        out = part + contig
+    where = {id(c): i for i, c in enumerate(out)}
+    return lambda c: where.get(id(c), len(out))
 
 
 def _shared_groups(mm, c):
@@ -119,7 +130,7 @@ def _ksplit_lead(mm, c):
     return c.family == CstreamKsplit.name and 'chunk' not in c.params
 
 
-def _ksplit_groups(mm):
+def _ksplit_groups(mm, members):
     """The one-pass k-split whose groups each get KSPLIT_MIN_COLS columns
     first (else two groups)."""
     want = 4 if mm.info.k >= 4*KSPLIT_MIN_COLS else 2
@@ -172,7 +183,7 @@ def _chunked(mm, c):
     return c.family == CstreamKsplit.name and 'chunk' in c.params
 
 
-def _by_chunk(mm):
+def _by_chunk(mm, members):
     """More rows a pass first (fewer passes, one spilled at most)."""
     return lambda c: (-c.params.get('chunk', 0), c.params['ksplit'])
 

@@ -66,8 +66,8 @@ def test_plan_covers_every_term_once(rng, msplit, rows, bsz):
 
 MGROUP = [dict(msplit=4, rows=4, bsz=8),
           dict(msplit=4, rows=4, bsz=12, nbuf=1),
-          dict(msplit=2, rows=8, bsz=16, ntload=True),
-          dict(msplit=2, rows=8, bsz=16, width=2, ntload=True)]
+          dict(msplit=2, rows=8, bsz=16, ld='cs'),
+          dict(msplit=2, rows=8, bsz=16, width=2, ld='cs')]
 BOUNDED = [('bstream-mgroup', p) for p in MGROUP] + [
     ('cstream-mblock', dict(width=1, groups=8)),
     ('cstream-mblock', dict(width=2, groups=4))]

@@ -21,7 +21,7 @@ OPTS = HIP_OPTS
 # (m, msplit, bsz): 4 waves of 4 rows a chunk, 2 of 8, 3 waves sharing 16
 # rows unevenly (a wave loads 6, the others 5)
 ROWS = [dict(msplit=4, bsz=16, width=1),
-        dict(msplit=2, bsz=16, width=2, ntload=True),
+        dict(msplit=2, bsz=16, width=2, ld='cs'),
         dict(msplit=3, bsz=16, width=1),
         dict(msplit=2, bsz=8, width=2, preload_c=True),
         dict(msplit=4, bsz=16, width=2)]
@@ -94,9 +94,11 @@ def test_c_joins_the_last_batch_where_either_is_short(rng):
     """C's old values are loaded with the last batch's B rows where a
     wave stages fewer than a batch of B or reads fewer of C, else in runs
     after the last chunk; the old values each load once in the kernel."""
-    A = wide_operator(rng)
     seen = set()
-    for params in ROWS:
+    # a random operator may land every row set on one side: three sizes
+    for A, params in itertools.product(
+            (wide_operator(rng), wide_operator(rng, m=8, k=20),
+             wide_operator(rng, m=48, k=140, density=0.5)), ROWS):
         if params.get('preload_c'):
             continue
         mm = HIPMatMul(A, beta=1.0, aligne=2)

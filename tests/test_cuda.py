@@ -52,7 +52,7 @@ def test_mma_gemm_offered_only_where_it_applies(rng):
 
 
 def test_gemm_options_only_where_they_matter(rng):
-    """skip, cpre and reorder are dropped where they would change nothing
+    """skip, preload_c and reorder are dropped where they would change nothing
     (no zero slab, beta 0, no order with fewer live slabs), so no kernel
     is offered twice.  The sparse rows' transposed tiles reorder A where
     its zero columns can go (no zero slab is then left to skip)."""
@@ -60,14 +60,15 @@ def test_gemm_options_only_where_they_matter(rng):
     slabs = dense.copy()
     slabs[:, 50:] = 0.0
     slabs[:, 80:90] = 1.0
-    for A, beta, opts in ((dense, 0.0, set()), (dense, 1.0, {'cpre'}),
+    for A, beta, opts in ((dense, 0.0, set()), (dense, 1.0, {'preload_c'}),
                           (slabs, 0.0, {'skip'}),
-                          (slabs, 2.0, {'skip', 'cpre'})):
+                          (slabs, 2.0, {'skip', 'preload_c'})):
         v = [x for x in _variants(A, beta=beta, aligne=2)
              if x.startswith('mma-gemm')]
         assert v
         for x in v:
-            got = {o for o in ('skip', 'cpre', 'reorder') if f'/{o}/' in x}
+            got = {o for o in ('skip', 'preload_c', 'reorder')
+                   if f'/{o}/' in x}
             assert got == opts
     # a prism-like pattern, rows and columns shuffled: the sparse rows'
     # transposed tiles reorder it (and skip the slabs left empty)
@@ -101,7 +102,7 @@ def test_gemm_blocks_row_caps_registers_only(rng):
     A = rng.standard_normal((150, 70))
     mm = CUDAMatMul(A, beta=0.5, aligne=2)
     p = dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
-             nbuf=6, cpre=True)
+             nbuf=6, preload_c=True)
     bound = re.compile(r'__launch_bounds__\((\d+), (\d+)\)')
     srcs = []
     for q in (dict(p, blocks=4), p):
@@ -146,7 +147,7 @@ def test_gemm_offered_for_sparse_operators_reading_c(rng):
     assert not gemm_compute_bound(64, 96, 1.0)
     v = _variants(hexlike, beta=1.0, aligne=2)
     gemm = [i for i, x in enumerate(v) if x.startswith('mma-gemm')]
-    assert gemm and all('/cpre/' in v[i] for i in gemm)
+    assert gemm and all('/preload_c/' in v[i] for i in gemm)
     assert any(x.startswith(('cstream', 'bstream')) for x in v)
     assert not any(x.startswith('mma-gemm')
                    for x in _variants(hexlike, beta=0.0, aligne=2))
@@ -543,54 +544,55 @@ GEMM_EMU = [  # (shape params, operator, beta, baked)
     (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
           nbuf=3), 'dense', 0.0, False),
     (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
-          nbuf=3, skip=True, cpre=True), 'slabs', 1.0, False),
+          nbuf=3, skip=True, preload_c=True), 'slabs', 1.0, False),
     (dict(shape='m16n8k16', mwarps=2, nwarps=2, wm=2, wn=4, kstage=1,
           nbuf=2), 'dense', -0.5, True),
     (dict(shape='m8n8k4', mwarps=2, nwarps=2, wm=4, wn=4, kstage=2,
           nbuf=3), 'slabs', 1.0, False),
     (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
-          nbuf=3, skip=True, cpre=True, tiles=3), 'slabs', 1.0, False),
+          nbuf=3, skip=True, preload_c=True, tiles=3), 'slabs', 1.0, False),
     (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=2, wn=4, kstage=2,
           nbuf=2, tiles=2), 'dense', -0.5, True),
     (dict(shape='m16n8k4', mwarps=2, nwarps=4, wm=4, wn=4, kstage=1,
-          nbuf=4, skip=True, cpre=True, tiles=3), 'slabs', -0.5, True),
+          nbuf=4, skip=True, preload_c=True, tiles=3), 'slabs', -0.5, True),
     (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
           nbuf=3), 'dense', 0.0, False),
     (dict(shape='m16n8k4', mwarps=3, nwarps=2, wm=3, wn=4, kstage=2,
-          nbuf=2, cpre=True, tiles=2), 'dense', 1.0, True),
+          nbuf=2, preload_c=True, tiles=2), 'dense', 1.0, True),
     # compute-bound (late_issue): stage loads issued after k-step 0
     (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=4,
           nbuf=3), 'deep', 0.0, False),
     (dict(shape='m16n8k4', mwarps=2, nwarps=2, wm=2, wn=4, kstage=2,
-          nbuf=4, skip=True, cpre=True, tiles=2), 'deep', -0.5, True),
+          nbuf=4, skip=True, preload_c=True, tiles=2), 'deep', -0.5, True),
     (dict(shape='m16n8k4', mwarps=4, nwarps=1, wm=2, wn=4, kstage=2,
           nbuf=4), 'deep', 1.0, False),
     # transposed shapes (B the MMA's A operand)
     (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
           nbuf=6), 'dense', 0.0, False),
     (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
-          nbuf=6, skip=True, cpre=True), 'deep', 1.0, True),
+          nbuf=6, skip=True, preload_c=True), 'deep', 1.0, True),
     (dict(shape='m16n8k8t', mwarps=2, nwarps=1, wm=4, wn=2, kstage=2,
-          nbuf=4, cpre=True, tiles=3), 'slabs', -0.5, False),
+          nbuf=4, preload_c=True, tiles=3), 'slabs', -0.5, False),
     (dict(shape='m16n8k16t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=1,
           nbuf=2), 'dense', -0.5, True),
     (dict(shape='m16n8k4t', mwarps=4, nwarps=2, wm=2, wn=2, kstage=2,
-          nbuf=6, skip=True, cpre=True, tiles=2), 'slabs', 1.0, True),
+          nbuf=6, skip=True, preload_c=True, tiles=2), 'slabs', 1.0, True),
     # A reordered: B's rows gathered, C's rows scattered by tables
     (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
-          nbuf=6, skip=True, cpre=True, reorder=True), 'kron', 1.0, False),
+          nbuf=6, skip=True, preload_c=True, reorder=True), 'kron', 1.0,
+     False),
     (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=2, wn=2, kstage=2,
           nbuf=6, skip=True, reorder=True), 'kron', 0.0, True),
     (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
-          nbuf=3, skip=True, cpre=True, tiles=3, reorder=True), 'kron',
+          nbuf=3, skip=True, preload_c=True, tiles=3, reorder=True), 'kron',
      -0.5, True),
     # compact: each m-block's own used columns, B's rows by its table
     (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
-          nbuf=6, cpre=True, compact=True), 'grad', 1.0, False),
+          nbuf=6, preload_c=True, compact=True), 'grad', 1.0, False),
     (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=2, wn=2, kstage=2,
           nbuf=6, compact=True), 'grad', 0.0, True),
     (dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4, kstage=1,
-          nbuf=3, cpre=True, tiles=3, compact=True), 'grad', -0.5, True),
+          nbuf=3, preload_c=True, tiles=3, compact=True), 'grad', -0.5, True),
 ]
 
 
@@ -659,7 +661,7 @@ def test_gemm_emulation_catches_a_wrong_kernel(rng, wrong):
     its cp.async group has not completed (the emulator lands copies at
     the wait_group that completes them) gives a wrong C."""
     params = dict(shape='m16n8k8', mwarps=2, nwarps=2, wm=4, wn=4,
-                  kstage=1, nbuf=3, skip=True, cpre=True)
+                  kstage=1, nbuf=3, skip=True, preload_c=True)
     A = rng.standard_normal((200, 45))
     A[:128, :] = 0.0
     A[128:, 40:] = 0.0

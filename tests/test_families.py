@@ -89,7 +89,7 @@ def test_every_row(platform, row):
 def test_tables_check(platform):
     _, table, gates, _ = PLATFORMS[platform]
     check_table(table, gates, platform)
-    assert len({row.id for row in table}) == len(table)
+    assert len({(row.id, row.gates) for row in table}) == len(table)
 
 
 def test_every_family_has_rows_and_a_name():
@@ -104,10 +104,21 @@ def test_unknown_family_name():
         family('no-such-family')
 
 
-def test_repeated_ids_are_an_error():
+def test_a_row_repeated_under_its_gates_is_an_error():
     table = c.CANDIDATES + [c.CANDIDATES[0]]
     with pytest.raises(ValueError, match='repeat'):
         check_table(table, c.GATES, 'c')
+    # the same kernel under other gates (one kernel, two ways to offer it)
+    row = c.CANDIDATES[0]
+    other = next(g for g in c.GATES if g not in row.gates)
+    check_table(table[:-1] + [Row(row.family, row.params, other)], c.GATES,
+                'c')
+
+
+def test_a_row_is_named_by_its_parameters():
+    for _, table, _, _ in PLATFORMS.values():
+        for row in table:
+            assert row.id == Candidate(row.family.name, row.params).variant
 
 
 # -- gates: checked names -------------------------------------------------
@@ -115,7 +126,7 @@ def test_repeated_ids_are_an_error():
 def test_a_misspelt_gate_is_an_error_after_a_false_one():
     # 'mma' is false for most operators; the misspelling after it is still
     # caught, when the table is checked and when it is walked
-    bad = Row('typo', Cstream, dict(width=1, ld='nc'), 'mma strem')
+    bad = Row(Cstream, dict(width=1, ld='nc'), 'mma strem')
     with pytest.raises(ValueError, match='strem'):
         check_table(cuda.CANDIDATES + [bad], cuda.GATES, 'cuda')
     mm = cuda.CUDAMatMul(np.eye(4))

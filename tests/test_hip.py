@@ -95,7 +95,7 @@ def test_launch_limits_never_exceeded():
     assert not ks                          # 3*600*64*8 bytes > 64 KiB
 
 
-def test_ntload_off_is_byte_identical(rng):
+def test_plain_b_loads_are_the_default(rng):
     mm = HIPMatMul(sample_operator(rng), aligne=2)
     base = dict(width=2, msplit=2, bsz=16)
     opts = {'gcn_arch': 'gfx942', 'warp_size': 64}
@@ -104,7 +104,7 @@ def test_ntload_off_is_byte_identical(rng):
         cand = Candidate('bstream-msplit', {**base, **params}, opts)
         return mm.render(cand, np.float64)[0]
 
-    plain, off, on = render(), render(ntload=False), render(ntload=True)
+    plain, off, on = render(), render(ld='plain'), render(ld='cs')
     assert off == plain
     assert '__builtin_nontemporal_load' not in plain
     assert '__builtin_nontemporal_load' in on

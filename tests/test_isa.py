@@ -111,7 +111,7 @@ def check_candidates(name, A, beta):
         else:
             assert wide == 0, f'{what}: 16-byte loads in a 1-wide kernel'
         # non-temporal loads exactly where asked for
-        if params.get('ntload'):
+        if params.get('ld') == 'cs':
             assert rep['nt_loads'] > 0, f'{what}: no non-temporal loads'
         else:
             assert rep['nt_loads'] == 0, f'{what}: non-temporal loads'
@@ -661,7 +661,7 @@ KEPT_WAITS = [('p4-tri-m0', 0.0, 'bstream', dict(width=2)),
               ('p3-pri-m460', 0.0, 'cstream', dict(width=1)),
               ('p1-tri-m0', 0.0, 'bstream', dict(width=2)),
               ('p3-pri-m0', 0.0, 'bstream-mgroup',
-               dict(msplit=2, rows=16, bsz=32, nbuf=1, ntload=True))]
+               dict(msplit=2, rows=16, bsz=32, nbuf=1, ld='cs'))]
 
 
 @pytest.mark.parametrize('name,beta,family,params', KEPT_WAITS,
@@ -706,9 +706,9 @@ def test_runtime_n_loads_batched(name, beta, family, params):
 F32_WAITS = [('p2-pyr-m6', 1.0, 'bstream-msplit',
               dict(width=1, msplit=4, bsz=16)),
              ('p3-tet-m6', 1.0, 'bstream-msplit',
-              dict(width=1, msplit=2, bsz=16, ntload=True)),
+              dict(width=1, msplit=2, bsz=16, ld='cs')),
              ('p4-hex-m6', 1.0, 'bstream-mgroup',
-              dict(msplit=2, rows=16, bsz=32, nbuf=1, ntload=True))]
+              dict(msplit=2, rows=16, bsz=32, nbuf=1, ld='cs'))]
 
 
 @pytest.mark.parametrize('name,beta,family,params', F32_WAITS,

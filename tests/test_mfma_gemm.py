@@ -318,7 +318,7 @@ _reordered = _rows_cands(MFMA_SPARSE_ROWS)
 
 def test_sparse_gate(rng):
     A = sparse_kron(rng)
-    ids = {r.id for r in MFMA_SPARSE_ROWS if r.id.endswith('vec2')}
+    ids = {r.id for r in MFMA_SPARSE_ROWS if r.params['vec'] == 2}
     assert len(ids) == len(REORDERED)
     for arch, ws, dtype, offered in [('gfx942', 64, np.float64, True),
                                      ('gfx90a:sramecc+:xnack-', 64,

@@ -134,7 +134,8 @@ def test_many_rows_mblock_groups_by_sharing_then_count():
     """cstream-mblock's members: groups by shared B rows first (smallest
     budget first), then contiguous groups by distance from mblock_groups
     (m / 24 with beta 0, m / 4 with beta and few terms a row, m / 32 with
-    n baked), partitioned ones last."""
+    n baked); partitioned ones after PART_AFTER members where shared ones
+    are offered, else first."""
     A = rng_sparse(400, 150, 0.02)
     assert mblock_groups(cuda_mm(A)) == 16
     assert mblock_groups(cuda_mm(A, 1.0)) == 128
@@ -145,7 +146,14 @@ def test_many_rows_mblock_groups_by_sharing_then_count():
         mb = [c.params for c in out if c.family == 'cstream-mblock']
         kinds = [0 if 'shared' in p else 1 if 'groups' in p else 2
                  for p in mb]
-        assert kinds == sorted(kinds) and 1 in kinds
+        assert 1 in kinds
+        part = [i for i, k in enumerate(kinds) if k == 2]
+        if 0 in kinds:
+            assert kinds[:kinds.count(0)] == [0]*kinds.count(0)
+            assert [mb[i]['part'] for i in part] == [22, 16]
+            assert part[0] == order.PART_AFTER
+        else:
+            assert part == list(range(len(part)))
         shared = [p['shared'] for p in mb if 'shared' in p]
         assert shared == sorted(shared)
         groups = [p['groups'] for p in mb if 'groups' in p]

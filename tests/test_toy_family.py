@@ -41,7 +41,7 @@ class ToyRows(Family):
 
 
 class ToyHIP(hip.HIPMatMul):
-    table = hip.CANDIDATES + [Row('toy', ToyRows, {})]
+    table = hip.CANDIDATES + [Row(ToyRows, {})]
 
 
 def operator(rng):
@@ -59,7 +59,7 @@ def toy_of(cands):
 def test_the_table_with_the_toy_row_checks():
     table = ToyHIP.table
     check_table(table, hip.GATES, 'hip')
-    assert [r.id for r in table].count('toy') == 1
+    assert [r.id for r in table].count(ToyRows.name) == 1
 
 
 def test_offered_and_placed_by_its_own_cost_model(rng, monkeypatch):

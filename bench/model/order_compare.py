@@ -34,7 +34,8 @@ if ROOT not in sys.path:
 
 from gimmik.cuda import CUDAMatMul  # noqa: E402
 from gimmik.operators import default_beta  # noqa: E402
-from gimmik.pyfr import PROTOCOLS, picked, read_times, replay_times  # noqa: E402,E501
+from gimmik.pyfr import (PROTOCOLS, picked, read_times,  # noqa: E402
+                         replay_times)
 
 FIXTURES = os.path.join(ROOT, 'tests', 'fixtures')
 SUITE = os.path.join(ROOT, 'bench', 'operators', 'pyfr-ops.npz')

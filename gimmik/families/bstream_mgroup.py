@@ -87,7 +87,7 @@ class BstreamMgroup(Family):
     def context(self):
         p = self.params
         return {'plan': self.plan, 'bsz': p['bsz'],
-                'nbuf': p.get('nbuf', 2), 'ntload': p.get('ntload', False),
+                'nbuf': p.get('nbuf', 2),
                 'c_ahead': self.c_ahead, 'c_joins': self.c_joins()}
 
     @property

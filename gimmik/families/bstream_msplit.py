@@ -110,7 +110,6 @@ class BstreamMsplit(Family):
     def context(self):
         p = self.params
         return {'plan': self.plan, 'bsz': p['bsz'],
-                'ntload': p.get('ntload', False),
                 'preload_c': p.get('preload_c', False),
                 'cruns': self.cruns(),
                 'c_joins': self.batched and self.c_joins(),

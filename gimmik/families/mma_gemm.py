@@ -35,8 +35,8 @@ class MmaGemm(Family):
                                         *[p[k] for k in _TILING])[:2]
             if nmb == 1 and wm == p['wm'] and mm.info.k > ONE_BLOCK_MAX_K:
                 return None
-        if p.get('cpre') and mm.beta == 0:
-            del p['cpre']
+        if p.get('preload_c') and mm.beta == 0:
+            del p['preload_c']
         tiling = {k: p[k] for k in _TILING}
         A = mm.A
         if p.get('compact'):

@@ -136,7 +136,7 @@ class GemmPlan:
     BN: int
     BK: int
     skip: bool
-    cpre: bool
+    preload_c: bool
     tiles: int
     nslots: int
     cnt: np.ndarray
@@ -339,16 +339,16 @@ def gemm_compact_worth_it(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf):
 
 
 def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
-              cpre=False, tiles=1, late_issue=False, reorder=False,
+              preload_c=False, tiles=1, late_issue=False, reorder=False,
               compact=False):
-    """The mma-gemm plan (skip: only live stages; cpre: start from beta*C;
+    """The mma-gemm plan (skip: only live stages; preload_c: start from beta*C;
     reorder, compact: B gathered and C scattered by the plan's tables)."""
     if late_issue and not _late_issue_fits(kstage, nbuf):
         raise ValueError('late_issue needs kstage >= 2 and nbuf >= 3 (the '
                          'next stage waited for before its loads issue)')
     if compact:
         return _gemm_compact_plan(A, shape, mwarps, nwarps, wm, wn, kstage,
-                                  nbuf, cpre, tiles, late_issue)
+                                  nbuf, preload_c, tiles, late_issue)
     rows = cols = None
     if reorder:
         order = gemm_order(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf)
@@ -381,7 +381,7 @@ def gemm_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, skip=False,
     for mb in range(nmb):
         Fc[mb, :cnt[mb]] = F[mb, kidx[mb, :cnt[mb]]]
     return GemmPlan(shape, MT, KT, na, nb, nc, v, mwarps, nwarps, wm, wn,
-                    kstage, nbuf, nmb, nst, BM, BN, BK, skip, cpre, tiles,
+                    kstage, nbuf, nmb, nst, BM, BN, BK, skip, preload_c, tiles,
                     nslot, cnt, kidx, Fc.reshape(-1), late_issue, rows, cols)
 
 
@@ -394,8 +394,8 @@ def _fragment_table(T, ac, v):
     return np.swapaxes(F, -3, -2)               # [..., j, lane, v]
 
 
-def _gemm_compact_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, cpre,
-                       tiles, late_issue):
+def _gemm_compact_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf,
+                       preload_c, tiles, late_issue):
     m, k = A.shape
     rows, bcols, Ac, _ = gemm_compact_order(A, shape, mwarps, nwarps, wm,
                                             wn, kstage, nbuf)
@@ -412,8 +412,8 @@ def _gemm_compact_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf, cpre,
         .transpose(0, 4, 1, 5, 2, 3, 6)
     F = _fragment_table(T, ac, v)
     return GemmPlan(shape, MT, KT, na, nb, nc, v, mwarps, nwarps, wm, wn,
-                    kstage, nbuf, nmb, nslot, BM, BN, BK, True, cpre, tiles,
-                    nslot, cnt, kidx, F.reshape(-1), late_issue, rows, None,
+                    kstage, nbuf, nmb, nslot, BM, BN, BK, True, preload_c,
+                    tiles, nslot, cnt, kidx, F.reshape(-1), late_issue, rows, None,
                     bcols)
 
 

@@ -56,7 +56,7 @@ ${body(y)}\
 % for s in range(-(-len(sub.chunks[q]) // ms)):
 <%
     reg = f'st{sub.slots[q][0][s]}' + ('' if w == W else self.attr.FIRST)
-    val = self.load_b(f'j{s}_{q}', 'col' if W == 2 else 'bcol', w, ntload)
+    val = self.load_b(f'j{s}_{q}', 'col' if W == 2 else 'bcol', w)
 %>\
             ${reg} = ${val};
 % endfor

@@ -45,7 +45,7 @@ ${body(y)}\
 <%def name="loads(w)">\
 % for q in batch:
 % for s, r in zip(plan.slots[q][y], plan.loads[q][y]):
-            st${s}${'' if w == W else self.attr.FIRST} = ${self.load_b(plan.chunks[q][r], 'col', w, context.get('ntload', False))};
+            st${s}${'' if w == W else self.attr.FIRST} = ${self.load_b(plan.chunks[q][r], 'col', w)};
 % endfor
 % endfor
 </%def>\
@@ -66,7 +66,7 @@ ${c_load_all(cruns[0])}\
 % endif
 % for q in batch:
 % for s, slot in enumerate(plan.slots[q][0]):
-        st${slot} = ${self.load_b(wave_select([plan.chunks[q][r] for r in stage_rows[q][s]]), 'col', W, context.get('ntload', False))};
+        st${slot} = ${self.load_b(wave_select([plan.chunks[q][r] for r in stage_rows[q][s]]), 'col', W)};
 % endfor
 % endfor
     }

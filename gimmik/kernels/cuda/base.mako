@@ -34,8 +34,7 @@ static __device__ __forceinline__ void operator+=(${v2}& a, ${v2} b)
 ## B element(s) at row j (a literal) and column offset col (an expression):
 ## ld 'nc' reads through the read-only path, 'cg' caches in L2 only, 'cs'
 ## and 'reload' evict first, 'plain' is an ordinary load.
-## (nt, the HIP families' non-temporal load flag, is not used: ld decides.)
-<%def name="load_b(j, col, w, nt=False)" buffered="True">\
+<%def name="load_b(j, col, w)" buffered="True">\
 % if ld == 'nc':
 __ldg(${self.ptr('b', j, 'ldbl', col, w)})\
 % elif ld == 'cg':

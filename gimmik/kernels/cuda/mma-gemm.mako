@@ -14,7 +14,7 @@
 ## chunks permuted (gemm_b_offset, gemm_b_read); C is read and written in
 ## whole sectors by lane pairs (gemm_c_pairs; transposed: whole 128-byte
 ## lines by 8 lanes, no exchange); accumulators stay in
-## registers; with params cpre they start from beta*C, loaded before the k
+## registers; with params preload_c they start from beta*C, loaded before the k
 ## loop, else beta*C is added at the end.  With params
 ## tiles T a block computes T column tiles in turn, its stage pipeline
 ## running on from one tile into the next (the next tile's first stages
@@ -134,7 +134,7 @@ ${mma.cp_async()}
             }
 </%def>
 <%def name="init_acc()">\
-% if beta == 0 or not P.cpre:
+% if beta == 0 or not P.preload_c:
 #pragma unroll
     for (int i = 0; i < ${P.wm}; ++i)
 #pragma unroll
@@ -238,7 +238,7 @@ ${mma.load_pair(f'col0 + cpair0 + {4*s}', f'y[{2*s}]', f'y[{2*s + 1}]', ' '*8, r
 % if TR:
 ## transposed: 8 lanes write a row's 128-byte line per n-tile; where the
 ## tile's columns are all inside n, without column checks
-<% addc = not P.cpre and beta != 0 %>\
+<% addc = not P.preload_c and beta != 0 %>\
     if (col0 + ${BN} <= n)
     {
 % for mt in range(P.wm):
@@ -274,7 +274,7 @@ ${mma.load_pair(f'col0 + cpair0 + {4*s}', f'y[{2*s}]', f'y[{2*s + 1}]', ' '*8, r
             if (row < ${m})
             {
 % for nt in range(P.wn):
-${mma.store_pair(tcol(nt), f'acc[{mt}][{nt}][{h}]', f'acc[{mt}][{nt}][{2 + h}]', not P.cpre, ' '*16, rowoff=crow('row'))}\
+${mma.store_pair(tcol(nt), f'acc[{mt}][{nt}][{h}]', f'acc[{mt}][{nt}][{2 + h}]', not P.preload_c, ' '*16, rowoff=crow('row'))}\
 % endfor
             }
         }
@@ -300,7 +300,7 @@ ${mma.store_pair(tcol(nt), f'acc[{mt}][{nt}][{h}]', f'acc[{mt}][{nt}][{2 + h}]',
         if (row < ${m})
         {
 % for s in range(len(CST)):
-${mma.store_pair(f'col0 + cpair0 + {4*s}', f'(odd ? {val(1, 0, s)} : {val(0, 0, s)})', f'(odd ? {val(1, 1, s)} : {val(0, 1, s)})', not P.cpre, ' '*12, rowoff=crow('row'))}\
+${mma.store_pair(f'col0 + cpair0 + {4*s}', f'(odd ? {val(1, 0, s)} : {val(0, 0, s)})', f'(odd ? {val(1, 1, s)} : {val(0, 1, s)})', not P.preload_c, ' '*12, rowoff=crow('row'))}\
 % endfor
         }
     }

@@ -48,8 +48,9 @@ typedef ${dtype} gimmik_v2 __attribute__((vector_size(${2*itemsize})));
 <%def name="vt(w)" buffered="True">${dtype if w == 1 else 'gimmik_v2'}</%def>
 
 ## B element(s) at row j (a literal) and column offset col (an expression).
-<%def name="load_b(j, col, w, nt=False)" buffered="True">\
-% if nt:
+## ld 'cs': a non-temporal load (B streams through once), else a plain one.
+<%def name="load_b(j, col, w)" buffered="True">\
+% if ld == 'cs':
 __builtin_nontemporal_load(${self.ptr('b', j, 'ldbl', col, w)})\
 % else:
 *${self.ptr('b', j, 'ldbl', col, w)}\

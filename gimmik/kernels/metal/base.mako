@@ -36,7 +36,7 @@ ${' '*len(kname)} uint3 gridDim [[threadgroups_per_grid]]</%def>
 ## Value type of one thread's column group: scalar or two columns.
 <%def name="vt(w)" buffered="True">${dtype if w == 1 else dtype + '2'}</%def>
 
-<%def name="load_b(j, col, w, nt=False)" buffered="True">(*${self.ptr('b', j, 'ldbl', col, w)})</%def>
+<%def name="load_b(j, col, w)" buffered="True">(*${self.ptr('b', j, 'ldbl', col, w)})</%def>
 
 <%def name="load_c(i, col, w)" buffered="True">(*${self.ptr('c', i, 'ldcl', col, w)})</%def>
 
