@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from gimmik.targets import ARCHES, HIP, Arch, target  # noqa: F401 (Arch)
+from gimmik.targets import ARCHES, HIP, Arch  # noqa: F401 (Arch: the API)
 
 # wave instructions besides loads, FMAs and stores (addresses, barriers)
 WARP_OVERHEAD = 40
@@ -402,7 +402,7 @@ def rank(mm, cands, dtype, arch_name, n=None, facts=None):
     ordered = diverse(out, lambda x: x[2].family,
                       eligible=lambda x: x[0].seconds
                       <= DIVERSE_WITHIN*best,
-                      spread=target(mm.platform).spread_families)
+                      spread=mm.target.spread_families)
     return [(c, e) for e, _, c in ordered]
 
 

@@ -60,8 +60,8 @@ def _sparse_gemm(tiling):
 
 # The CUDA candidate table (gimmik.base.Row), ordered by gimmik.order
 CANDIDATES = [
-    # mma-gemm: H100 winners first (cuda-h100-gemm-transposed.csv); blocks=4
-    # holds a tile to four blocks an SM (cuda-h100-gemm-blocks*)
+    # mma-gemm: the H100's winning tiles (cuda-h100-gemm-transposed.csv);
+    # blocks=4 holds a tile to four blocks an SM (cuda-h100-gemm-blocks*)
     *[Row(MmaGemm, dict(p, skip=True, preload_c=True), gates)
       for p, gates in [
         (dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
@@ -141,14 +141,14 @@ CANDIDATES = [
     Row(CstreamKsplit, dict(ksplit=2, chunk=24), 'stream'),
     Row(CstreamKsplit, dict(ksplit=4, chunk=16), 'stream'),
     # the register-bounded row-group family of the HIP table, two wave64
-    # shapes in warps: offered after the rules' rows (the twin of the HIP
-    # rows, timed beside the CUDA families)
+    # shapes in warps (the twin of the HIP rows, timed beside the CUDA
+    # families)
     Row(BstreamMgroup,
         dict(msplit=4, rows=16, bsz=64, nbuf=1), 'bigm stream'),
     Row(BstreamMgroup,
         dict(msplit=8, rows=8, bsz=64, nbuf=1), 'bigm stream'),
     # the sparser big operators (prisms): the tensor cores skip A's zero
-    # slabs; offered after the streaming families
+    # slabs
     *[Row(MmaGemm, _sparse_gemm(p), 'gemmsparse')
       for p in [
         dict(shape='m16n8k4t', mwarps=2, nwarps=2, wm=4, wn=2, kstage=2,
@@ -172,7 +172,7 @@ CANDIDATES = [
               nbuf=6)]],
 ]
 
-# Where mma-gemm is offered first (gate mma), the unrolled streaming
+# Where mma-gemm is offered (gate mma), the unrolled streaming
 # families are not for operators with more non-zeros than this: they lose
 # to the tensor cores there and take minutes each to compile.
 MAX_STREAM_NNZ_DENSE = 8192
@@ -375,7 +375,7 @@ def register_budget(estimate, factor=1.5):
     return -(-int(estimate*factor) // 8)*8
 
 
-# mma-gemm is offered first (gate mma) for f64 operators at least this
+# mma-gemm is offered (gate mma) for f64 operators at least this
 # dense with at least this many multiply-adds per column.
 MMA_MIN_MK = 32*32
 

@@ -17,7 +17,6 @@ from gimmik.analysis import DENSE_DENSITY, sparse_gemm_worth_it
 from gimmik.families.cstream_kparts import CstreamKparts
 from gimmik.families.cstream_ksplit import CstreamKsplit
 from gimmik.families.cstream_mblock import CstreamMblock
-from gimmik.targets import target
 
 
 @dataclass(frozen=True)
@@ -43,8 +42,9 @@ class Override:
             for i, c in zip(pos, mine):
                 ranked[i] = c
         if self.first is not None:
-            lead = [c for c in ranked if self.first(mm, c)]
-            ranked = lead + [c for c in ranked if not self.first(mm, c)]
+            leads = [self.first(mm, c) for c in ranked]
+            ranked = ([c for c, x in zip(ranked, leads) if x]
+                      + [c for c, x in zip(ranked, leads) if not x])
         return ranked
 
 
@@ -144,8 +144,6 @@ B_FIRST_MIN_VALUES = 3*2**19
 B_FIRST_MAX_VALUES = 8*2**20
 # ... unbounded for this few rows (cuda-h100-context-bfirst-5-550k.csv)
 B_FIRST_ANY_M = 32
-# ... and at most this many rows (more: cstream-mblock's row groups lead)
-B_FIRST_MAX_M = BIG_M
 # tall (m >= 2k) and this dense: not B-first (the m-split's own rule)
 TALL_DENSITY = 0.4
 
@@ -154,7 +152,8 @@ def b_first(mm):
     """Whether n is baked and A's B panel is in the B-first bounds (A not
     dense, nor tall and this dense: their own families lead)."""
     info, n = mm.info, mm.n
-    if (n is None or info.m > B_FIRST_MAX_M or info.density >= DENSE_DENSITY
+    # beyond BIG_M rows the row-grouped families lead instead
+    if (n is None or info.m > BIG_M or info.density >= DENSE_DENSITY
             or info.m >= 2*info.k and info.density >= TALL_DENSITY):
         return False
     values = len(info.bix)*n
@@ -215,7 +214,7 @@ OVERRIDES = {
 def order_candidates(mm, cands, dtype):
     """`cands` of generator mm in offer order."""
     cands = list(cands)
-    t = target(mm.platform)
+    t = mm.target
     if not t.arches or not cands:
         return cands
     arch = cands[0].opts.get('gcn_arch', t.default_arch) \

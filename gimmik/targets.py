@@ -203,11 +203,3 @@ TARGETS = {t.platform: t for t in (HIP, CUDA, C, OPENCL, METAL)}
 
 ARCHES = {a.name: a for t in TARGETS.values() for a in t.arches}
 
-
-def target(platform):
-    """The :class:`Target` of a platform name."""
-    try:
-        return TARGETS[platform]
-    except (KeyError, TypeError):
-        raise ValueError(f'no target record for platform {platform!r} '
-                         f'(known: {", ".join(TARGETS)})') from None
