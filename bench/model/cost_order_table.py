@@ -18,9 +18,7 @@ candidate once, then gimmik.isa's cache).
 import argparse
 import csv
 import fnmatch
-import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -31,6 +29,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from bench import OPERATORS  # noqa: E402
+from bench.model import in_checkout  # noqa: E402
 
 from gimmik import cost  # noqa: E402
 from gimmik.hip import HIPMatMul  # noqa: E402
@@ -74,15 +73,7 @@ def orders_of(checkout, suite, ops, arches, n):
     """{(op, arch): [variant]} of the gimmik in directory `checkout`."""
     req = {'suite': os.path.abspath(suite), 'ops': ops, 'arch': arches, 'n': n,
            'aligne': ALIGNE, 'beta': {o: default_beta(o) for o in ops}}
-    checkout = os.path.abspath(checkout)
-    env = dict(os.environ, PYTHONPATH=checkout)
-    res = subprocess.run([sys.executable, '-c', ORDERS],
-                         input=json.dumps(req), capture_output=True,
-                         text=True, env=env, cwd=checkout, check=True)
-    got = json.loads(res.stdout)
-    if not got['gimmik'].startswith(checkout + os.sep):
-        raise RuntimeError(f'the before orders came from {got["gimmik"]}, '
-                           f'not from {checkout}')
+    got = in_checkout(checkout, ORDERS, req)
     return {tuple(k.split(' ')): v for k, v in got['orders'].items()}
 
 

@@ -19,10 +19,8 @@ ways (no GPU for the first):
 
 import argparse
 import csv
-import json
 import math
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -32,6 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from bench.model import in_checkout  # noqa: E402
 from gimmik.cuda import CUDAMatMul  # noqa: E402
 from gimmik.operators import default_beta  # noqa: E402
 from gimmik.pyfr import (PROTOCOLS, picked, read_times,  # noqa: E402
@@ -92,15 +91,7 @@ def before_orders(checkout, keys):
     req = {'suite': SUITE, 'keys': sorted(keys, key=str),
            'aligne': PYFR_CUDA.aligne(np.float64),
            'beta': {op: default_beta(op) for op, _ in keys}}
-    checkout = os.path.abspath(checkout)
-    res = subprocess.run([sys.executable, '-c', ORDERS],
-                         input=json.dumps(req), capture_output=True,
-                         text=True, env=dict(os.environ, PYTHONPATH=checkout),
-                         cwd=checkout, check=True)
-    got = json.loads(res.stdout)
-    if not got['gimmik'].startswith(checkout + os.sep):
-        raise RuntimeError(f'the before orders came from {got["gimmik"]}, '
-                           f'not from {checkout}')
+    got = in_checkout(checkout, ORDERS, req)
     out = {}
     for k, v in got['orders'].items():
         op, n = k.split(' ')
