@@ -223,15 +223,18 @@ def read_times(path):
 
 
 def replay_times(proto, mm, times, dtype=np.float64, arch=None,
-                 offer=None):
+                 offer=None, timed_only=False):
     """walk() of `proto` over mm's kernels() with each candidate's time looked
     up in `times` ({variant: seconds}; one without a time counts as infinitely
     slow): what the walk would pick from recorded times; `offer` walks ranked
-    candidates instead, and no source is rendered."""
+    candidates instead, `timed_only` only those `times` holds (a recording
+    older than the table), and no source is rendered."""
     named = copy.copy(mm)
     named.render = lambda cand, dtype, kname='gimmik_mm': (
         '', {'variant': cand.variant})
-    if offer is not None:
-        named.offered = lambda cands: list(offer)
+    if offer is not None or timed_only:
+        named.offered = lambda cands: [
+            c for c in (mm.offered(cands) if offer is None else offer)
+            if not timed_only or c.variant in times]
     return walk(proto, proto.kernels(named, dtype, arch=arch),
                 lambda src, meta: times.get(meta['variant'], math.inf))

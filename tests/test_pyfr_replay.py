@@ -158,7 +158,8 @@ def test_replay_records_what_our_generator_yields(name):
 def test_replay_times_walks_as_the_rendered_kernels(name):
     """replay_times picks what the walk over really rendered sources picks
     with the same times, and leaves the generator as it was; offer= walks
-    the candidates given in place of kernels()' offer."""
+    the candidates given in place of kernels()' offer, timed_only= only
+    those with a time."""
     mm = pyfr_mm(name, 110080)
     cands = mm.candidates(np.float64, compute_capability=CC)
     rng = np.random.default_rng(7)
@@ -173,6 +174,11 @@ def test_replay_times_walks_as_the_rendered_kernels(name):
     slow = replay_times(CUDA31, mm, {k: v for k, v in times.items()
                                      if k != first}, arch=CC)
     assert slow['seen'][0] == (first, np.inf) and picked(slow)[0] != first
+    # timed_only: a variant without a time is not walked at all
+    cut = replay_times(CUDA31, mm, {k: v for k, v in times.items()
+                                    if k != first}, arch=CC, timed_only=True)
+    assert cut['seen'][0] == slow['seen'][1]
+    assert first not in [v for v, _ in cut['seen']]
     # every ranked candidate, reversed: the walk starts at the last
     rev = replay_times(CUDA31, mm, times, arch=CC, offer=cands[::-1])
     assert rev['seen'][0][0] == cands[-1].variant
