@@ -61,9 +61,9 @@ def one(item):
             if proto.baked_n else
             [(None, generator(proto, A, beta, al, None))])
     for nb, mm in gens:
-        kw = ({'compute_capability': arch} if ARGS.backend == 'twin' else
-              {})
-        kgen = (mm.kernels(dtype, **kw) if kw else
+        # the twin is our own generator, not a provider's
+        kgen = (mm.kernels(dtype, compute_capability=arch)
+                if ARGS.backend == 'twin' else
                 proto.kernels(mm, dtype, arch=arch))
         for src, meta in kgen:
             for n in (NS if nb is None else (nb,)):
