@@ -413,8 +413,8 @@ def _gemm_compact_plan(A, shape, mwarps, nwarps, wm, wn, kstage, nbuf,
     F = _fragment_table(T, ac, v)
     return GemmPlan(shape, MT, KT, na, nb, nc, v, mwarps, nwarps, wm, wn,
                     kstage, nbuf, nmb, nslot, BM, BN, BK, True, preload_c,
-                    tiles, nslot, cnt, kidx, F.reshape(-1), late_issue, rows, None,
-                    bcols)
+                    tiles, nslot, cnt, kidx, F.reshape(-1), late_issue, rows,
+                    None, bcols)
 
 
 def _unordered(plan):
