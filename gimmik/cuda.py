@@ -18,7 +18,7 @@ from gimmik.families.cstream_mblock import (CstreamMblock, group_terms,
 from gimmik.families.mma_gemm import MmaGemm
 from gimmik.fragments.mma import gemm_compute_bound
 from gimmik.order import order_candidates
-from gimmik.targets import CUDA
+from gimmik.targets import ARCHES, CUDA
 
 # The launch bounds never cap a thread below this many registers (the
 # estimates are rough; ptxas takes what it needs below the cap).
@@ -203,6 +203,11 @@ BAKED_MMA_ONLY_NNZ = 1500
 # (cuda-h100-context-ldtwin*-candidates.csv)
 PLAIN_B_MIN_VALUES = 25*2**20
 
+# mma-gemm is f64 only: the bytes of a C element; the L2 its stores judge
+# C's panel against (the estimate's device: sm_90's 50 MiB, H100 and H200)
+MMA_ITEMSIZE = 8
+CUDA_L2 = ARCHES[CUDA.default_arch].l2_size
+
 # The most used B rows an m-split stages in one chunk at run-time n
 # (CUDAMatMul._adapt).
 RUNTIME_ONE_CHUNK = 24
@@ -288,6 +293,12 @@ class CUDAMatMul(MatMul):
                 and params.get('width', 1) == 1
                 and params['bsz'] < nused <= RUNTIME_ONE_CHUNK):
             params = dict(params, bsz=nused)
+        # the tensor-core tiles keep C in L2 where the C panel at baked n fits
+        # it: the next kernel reads C there (cuda-h200-context-hints.csv);
+        # beyond, and with n at run time, evict-first as measured
+        if (row.family is MmaGemm and self.n is not None
+                and self.info.m*self.n*MMA_ITEMSIZE <= CUDA_L2):
+            params = dict(params, st='cg')
         # evict-first B loads become plain ones on panels of many L2s
         # (PLAIN_B_MIN_VALUES), and bstream's at run-time n, where
         # evict-first won the client's hot walk
@@ -333,7 +344,8 @@ class CUDAMatMul(MatMul):
         # registers low enough to spill (64 for 128 threads, 32 for 1024); ask
         # for as many blocks per SM as the budget allows
         ctx = {'ld': kern.params.get('ld', 'nc'),
-               'st': kern.params.get('st', C_STORE), 'minblocks': None}
+               'st': kern.params.get('st', kern.c_store or C_STORE),
+               'minblocks': None}
         block = kern.geometry().block
         nthreads = block[0]*block[1]*block[2]
         est = kern.registers()

@@ -911,3 +911,57 @@ def test_plain_b_loads_emulated(rng, monkeypatch, beta):
         assert (np.abs(out[:, :n] - ref) <= 1e-13*scale).all(), \
             meta['variant']
         assert (out[:, n:] == 9.0).all(), meta['variant']
+
+
+def _mma_variants(mm):
+    return {m['variant']: src for src, m in mm.kernels(np.float64)
+            if m['variant'].startswith('mma-gemm')}
+
+
+def test_mma_stores_keep_c_in_l2_only_where_it_fits(rng):
+    """With n baked, the mma-gemm tiles store C with __stcg (kept in L2 for
+    the kernel that reads it) where the C panel fits the L2, and
+    evict-first (__stcs) beyond it and with n at run time; nothing else
+    about the candidates changes."""
+    from gimmik import cuda
+    A = rng.standard_normal((64, 48))
+    fits = cuda.CUDA_L2 // (64*8)
+    fits -= fits % 2
+    over = fits + 2
+    kept = _mma_variants(CUDAMatMul(A, aligne=2, n=fits, ldb=fits, ldc=fits))
+    assert kept and all('/stcg' in v for v in kept)
+    for src in kept.values():
+        assert '__stcg(' in src and '__stcs(' not in src
+    beyond = _mma_variants(CUDAMatMul(A, aligne=2, n=over, ldb=over,
+                                      ldc=over))
+    assert {v.replace('/stcg', '') for v in kept} == set(beyond)
+    for evict in (beyond, _mma_variants(CUDAMatMul(A, aligne=2))):
+        assert evict and not any('/stcg' in v for v in evict)
+        for src in evict.values():
+            assert '__stcs(' in src and '__stcg(' not in src
+
+
+@pytest.mark.skipif(GXX is None, reason='g++ is not installed')
+@pytest.mark.parametrize('beta', [0.0, 1.0])
+def test_mma_stcg_candidates_emulated(rng, beta):
+    """The mma-gemm candidates storing C by __stcg run exactly on the CPU:
+    ragged n, padded ldb/ldc, C poisoned where beta is 0, the padding
+    untouched."""
+    A = rng.standard_normal((40, 36))
+    n, ldb, ldc = 77, 80, 82
+    mm = CUDAMatMul(A, beta=beta, aligne=2, n=n, ldb=ldb, ldc=ldc)
+    kept = [(s, m) for s, m in mm.kernels(np.float64)
+            if '/stcg' in m['variant']]
+    assert len(kept) >= 2
+    for src, meta in kept[:3]:
+        B = rng.standard_normal((36, ldb))
+        C = rng.standard_normal((40, ldc))
+        C[:, n:] = 9.0
+        ref = A @ B[:, :n] + beta*C[:, :n]
+        if beta == 0:
+            C[:, :n] = np.nan
+        out = emulate(src, meta, B, C, n)
+        assert np.isfinite(out[:, :n]).all(), meta['variant']
+        assert np.abs(out[:, :n] - ref).max() <= \
+            1e-13*np.abs(ref).max(), meta['variant']
+        assert (out[:, n:] == 9.0).all(), meta['variant']

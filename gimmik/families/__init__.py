@@ -89,6 +89,8 @@ class Family:
     # the body, kernels/hip/base.mako); one-column f32 without packed math
     padded_tail = False
     no_packed_f32 = False
+    # CUDA: C's store hint where the row names none (None: the platform's)
+    c_store = None
     template_file = None
 
     def __init__(self, mm, cand, dtype):

@@ -24,6 +24,9 @@ class MmaGemm(Family):
     name = 'mma-gemm'
     arch_specific = True
     max_registers = {'cuda': 232}
+    # evict-first C where the row names no store: the dense operators' 1.2x
+    # over the vendor on 512 MiB panels was measured with it
+    c_store = 'cs'
 
     @classmethod
     def adapt(cls, mm, params):
@@ -67,7 +70,7 @@ class MmaGemm(Family):
                         cols_per_block=BN*p.get('tiles', 1), row_groups=nmb)
 
     def build_plan(self):
-        p = {k: v for k, v in self.params.items() if k != 'blocks'}
+        p = {k: v for k, v in self.params.items() if k not in ('blocks', 'st')}
         late = mma.gemm_issue_late(self.info.m, self.info.k, self.mm.beta,
                                    p['kstage'], p['nbuf'])
         return mma.gemm_plan(self.A, late_issue=late, **p)

@@ -255,9 +255,9 @@ ${mma.load_pair(f'col0 + cpair0 + {4*s}', f'y[{2*s}]', f'y[{2*s + 1}]', ' '*8, r
 % endif
 % for nt in range(P.wn):
 % if addc:
-                __stcs((double2*)(cr + ${16*nt}), double2{acc[${mt}][${nt}][${h}] + ${SC}cv${nt}.x, acc[${mt}][${nt}][${2 + h}] + ${SC}cv${nt}.y});
+                ${'__stcg' if st == 'cg' else '__stcs'}((double2*)(cr + ${16*nt}), double2{acc[${mt}][${nt}][${h}] + ${SC}cv${nt}.x, acc[${mt}][${nt}][${2 + h}] + ${SC}cv${nt}.y});
 % else:
-                __stcs((double2*)(cr + ${16*nt}), double2{acc[${mt}][${nt}][${h}], acc[${mt}][${nt}][${2 + h}]});
+                ${'__stcg' if st == 'cg' else '__stcs'}((double2*)(cr + ${16*nt}), double2{acc[${mt}][${nt}][${h}], acc[${mt}][${nt}][${2 + h}]});
 % endif
 % endfor
             }
