@@ -325,9 +325,13 @@ class CUDAMatMul(MatMul):
         return cands[:BAKED_OFFER_DENSE]
 
     def registers_fit(self, kern):
-        # the family's limit, at most 64K registers a block, and for long
-        # unrolled kernels what LONG_REGISTER_FACTOR times the estimate
-        # leaves within a thread's registers
+        # the family's terms a thread (f64), its limit, at most 64K
+        # registers a block, and for long unrolled kernels what
+        # LONG_REGISTER_FACTOR times the estimate leaves within a thread's
+        terms = kern.max_thread_terms.get('cuda')
+        if (terms is not None and kern.itemsize == 8 and kern.thread_terms()
+                * kern.params.get('width', 1) > terms):
+            return False
         est = kern.registers()
         if est is None or kern.terms_bound():
             return True

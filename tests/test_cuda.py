@@ -220,10 +220,11 @@ def test_long_unrolled_kernels_budgeted_twice(rng):
     LONG_KERNEL_TERMS of A's non-zeros a thread is budgeted
     LONG_REGISTER_FACTOR times its estimate (minimum of blocks from that)
     and offered only where that fits 255 registers; a short one keeps a
-    half more."""
+    half more.  In f32: f64 cstream/bstream kernels that long are not
+    offered (test_unrolled_terms_capped_in_f64)."""
     from gimmik.cuda import (LONG_KERNEL_TERMS, LONG_REGISTER_FACTOR,
                              register_budget)
-    dt = check_dtype('float64')
+    dt = check_dtype('float32')
     for m, k, density, long, beta in ((20, 60, 0.9, True, 0.0),
                                       (16, 60, 0.9, True, 1.0),
                                       (20, 30, 0.5, False, 0.0)):
@@ -242,6 +243,33 @@ def test_long_unrolled_kernels_budgeted_twice(rng):
             threads = kern.geometry().block[0]
             assert mm._platform_context(kern)['minblocks'] == max(
                 1, min(2048 // threads, 65536 // (threads*regs)))
+
+
+def test_unrolled_terms_capped_in_f64(rng):
+    """cstream and bstream run every term of a column in one thread's
+    unrolled code: in f64 they are offered up to UNROLLED_MAX_TERMS terms
+    x columns a thread and not beyond (ptxas spilled them there), in f32
+    beyond too; the other families stay."""
+    from gimmik.families import UNROLLED_MAX_TERMS
+    cap = UNROLLED_MAX_TERMS
+
+    def offered(A, dtype):
+        mm = CUDAMatMul(A, aligne=2)
+        return {(c.family, c.params.get('width', 1))
+                for c in mm._candidates(check_dtype(dtype), (9, 0))}
+
+    for nnz, present, absent in ((cap // 2, {1}, set()), (cap, {1}, {2}),
+                                 (cap + 20, set(), {1, 2})):
+        A = np.zeros((40, 40))
+        A.flat[rng.choice(A.size, nnz, replace=False)] = \
+            rng.uniform(0.5, 2.0, nnz)
+        got = offered(A, 'float64')
+        for fam in ('cstream', 'bstream'):
+            widths = {w for f, w in got if f == fam}
+            assert present <= widths and not absent & widths, (nnz, fam)
+        assert {f for f, _ in got} - {'cstream', 'bstream'}
+        f32 = offered(A, 'float32')
+        assert {w for f, w in f32 if f == 'cstream'} >= {1}
 
 
 @pytest.mark.parametrize('cc, exc', [((9,), TypeError), ('sm_90', TypeError),

@@ -29,6 +29,12 @@ REGISTER_MARGIN = 24
 # registers (pyfr-walk-analysis.md); staging families spilled without one
 FREE_REGISTER_ESTIMATE = 64
 
+# CUDA f64: one-column-a-thread unrolled code of more terms than this a
+# column (terms x columns a thread) spilled under every launch bound ptxas
+# was given, or under its own pick (cuda-spill-audit-baked.csv, groups in
+# docs/cuda-spills.md): 784 and more spilled, 720 and fewer did not
+UNROLLED_MAX_TERMS = 780
+
 
 @dataclass(frozen=True)
 class Geometry:
@@ -85,6 +91,8 @@ class Family:
     # CUDA sm_90: the blocks a SM the launch bounds ask for where the
     # kernel is long (None: the register budget decides)
     long_min_blocks = None
+    # the most terms x columns a thread may run, by platform (f64)
+    max_thread_terms = {}
     # HIP: two-column threads load both columns even past n (one copy of
     # the body, kernels/hip/base.mako); one-column f32 without packed math
     padded_tail = False

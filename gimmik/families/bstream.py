@@ -3,13 +3,15 @@ each updating every row of C it touches in registers (HIP, CUDA and C); on
 HIP loaded in runs of batch_loads, so a wave waits once a run."""
 
 from gimmik import plans
-from gimmik.families import FREE_REGISTER_ESTIMATE, Family, Geometry
+from gimmik.families import (FREE_REGISTER_ESTIMATE, UNROLLED_MAX_TERMS,
+                             Family, Geometry)
 
 
 class Bstream(Family):
     name = 'bstream'
     free_registers = FREE_REGISTER_ESTIMATE
     register_resident = True
+    max_thread_terms = {'cuda': UNROLLED_MAX_TERMS}
     # HIP: one copy of the body, so one wait for loads a kernel too small for a
     # batch (bstream/width2 of p1-tri-m0: 2 full waits on 6 loads, one a copy)
     padded_tail = True

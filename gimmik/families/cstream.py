@@ -4,7 +4,7 @@ in load batches (gimmik.plans.load_batches) where C is read."""
 
 from gimmik import cost, plans
 from gimmik.families import (FREE_REGISTER_ESTIMATE, REGISTER_MARGIN,
-                             Family, Geometry)
+                             UNROLLED_MAX_TERMS, Family, Geometry)
 
 # ld 'reload' room: ptxas hoists and merges the loads anyway
 RELOAD_REGISTERS = 72
@@ -17,6 +17,7 @@ class Cstream(Family):
     name = 'cstream'
     free_registers = FREE_REGISTER_ESTIMATE
     register_resident = True
+    max_thread_terms = {'cuda': UNROLLED_MAX_TERMS}
     padded_tail = True
 
     def geometry(self):
