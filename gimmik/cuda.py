@@ -37,11 +37,6 @@ MIN_REGISTER_CAP = 168
 LONG_KERNEL_TERMS = 800
 LONG_REGISTER_FACTOR = 2.75
 
-# ptxas keeps the f64 values of A a thread's code uses more than once in
-# registers (two each), which no estimate counts: one block an SM from this
-# many (docs/cuda-spills.md)
-HOISTED_VALUES = 320
-
 # SHARED_ROWS (mblock-s*, mblock-p*): ptxas hoists loads across a group's rows,
 # so beta 0 and groups under LONG_KERNEL_TERMS only, budgeted as long kernels
 
@@ -354,10 +349,13 @@ class CUDAMatMul(MatMul):
         nthreads = block[0]*block[1]*block[2]
         est = kern.registers()
         sm90 = tuple(kern.opts.get('compute_capability', (9, 0))) >= (9, 0)
+        hoist = kern.hoisted_bound
+        if (sm90 and hoist and kern.itemsize == 8
+                and (kern.recurring_values() or 0) >= hoist[0]):
+            ctx['minblocks'] = hoist[1]
+            return ctx
         if (sm90 and kern.long_min_blocks
-                and (kern.thread_terms() >= LONG_KERNEL_TERMS
-                     or kern.itemsize == 8
-                     and (kern.recurring_values() or 0) >= HOISTED_VALUES)):
+                and kern.thread_terms() >= LONG_KERNEL_TERMS):
             ctx['minblocks'] = kern.long_min_blocks
             return ctx
         free = kern.free_registers

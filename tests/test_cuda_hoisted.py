@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from gimmik.base import Candidate
-from gimmik.cuda import HOISTED_VALUES, LONG_KERNEL_TERMS, CUDAMatMul
+from gimmik.cuda import LONG_KERNEL_TERMS, CUDAMatMul
+from gimmik.families.bstream_warprows import HOISTED_VALUES
 from gimmik.families import recurring
 
 NVCC = shutil.which('nvcc')
@@ -139,3 +140,27 @@ def test_mgroups_that_spilled_compile_without_spills(name):
     mo = re.search(r'(\d+) bytes stack frame, (\d+) bytes spill stores',
                    p.stderr)
     assert mo and mo.groups() == ('0', '0'), p.stderr[-1000:]
+
+
+def test_unrolled_recurring_values_get_two_blocks(rng):
+    """cstream and bstream: a thread's code runs all of A; from
+    UNROLLED_HOISTED recurring f64 values the launch bound asks 2 blocks an
+    SM (255 registers); the same pattern with distinct values, and f32,
+    keep the bound their estimate gives."""
+    from gimmik.families import UNROLLED_HOISTED
+    A = np.zeros((28, 21))
+    vals = rng.uniform(0.1, 1.0, 60)
+    for i in range(28):
+        cols = rng.choice(21, 15, replace=False)
+        A[i, cols] = rng.choice(vals, 15)
+    distinct = np.where(A != 0, rng.uniform(0.1, 1.0, A.shape), 0.0)
+    baked = dict(n=110080, ldb=110080, ldc=110080)
+    for family in ('cstream', 'bstream'):
+        bounds, kern = _bounds(A, {}, family, **baked)
+        assert kern.recurring_values() >= UNROLLED_HOISTED
+        assert bounds.endswith(', 2'), (family, bounds)
+        for case in (_bounds(distinct, {}, family, **baked),
+                     _bounds(A, {}, family, dtype=np.float32, **baked)):
+            assert case[0] != bounds, (family, case[0])
+        assert _bounds(distinct, {}, family, **baked)[1] \
+            .recurring_values() == 0

@@ -35,6 +35,12 @@ FREE_REGISTER_ESTIMATE = 64
 # docs/cuda-spills.md): 784 and more spilled, 720 and fewer did not
 UNROLLED_MAX_TERMS = 780
 
+# ptxas keeps the recurring values of such code in registers, two each; at
+# 168 registers or its own pick it spilled with 55-195 of them, never with 24
+# or fewer: two blocks an SM (255 registers) from this many
+# (cuda-spill-audit-unrolled.csv)
+UNROLLED_HOISTED = 48
+
 
 @dataclass(frozen=True)
 class Geometry:
@@ -93,6 +99,9 @@ class Family:
     long_min_blocks = None
     # the most terms x columns a thread may run, by platform (f64)
     max_thread_terms = {}
+    # CUDA sm_90, f64: (recurring_values() from which ptxas holds more than
+    # the estimate counts, the blocks a SM the launch bound then asks)
+    hoisted_bound = None
     # HIP: two-column threads load both columns even past n (one copy of
     # the body, kernels/hip/base.mako); one-column f32 without packed math
     padded_tail = False

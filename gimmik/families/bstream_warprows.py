@@ -13,6 +13,11 @@ from gimmik import cost, plans
 from gimmik.families import Family, Geometry, recurring
 
 
+# ptxas keeps the f64 values of A a warp's code uses more than once in
+# registers (two each), which no estimate counts (docs/cuda-spills.md)
+HOISTED_VALUES = 320
+
+
 class BstreamWarpRows(Family):
     name = 'bstream-warprows'
     # No minimum of blocks per SM on sm_90, whatever the estimate: the
@@ -25,6 +30,8 @@ class BstreamWarpRows(Family):
     # SM: left free ptxas capped it at 80 (256 threads) or 168 (128)
     # registers and spilled (808 terms a warp); a thread may use 255
     long_min_blocks = 1
+    # and where a warp's code reuses HOISTED_VALUES of A's values
+    hoisted_bound = (HOISTED_VALUES, 1)
 
     @classmethod
     def adapt(cls, mm, params):

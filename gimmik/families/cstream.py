@@ -4,7 +4,8 @@ in load batches (gimmik.plans.load_batches) where C is read."""
 
 from gimmik import cost, plans
 from gimmik.families import (FREE_REGISTER_ESTIMATE, REGISTER_MARGIN,
-                             UNROLLED_MAX_TERMS, Family, Geometry)
+                             UNROLLED_HOISTED, UNROLLED_MAX_TERMS, Family,
+                             Geometry, recurring)
 
 # ld 'reload' room: ptxas hoists and merges the loads anyway
 RELOAD_REGISTERS = 72
@@ -18,11 +19,16 @@ class Cstream(Family):
     free_registers = FREE_REGISTER_ESTIMATE
     register_resident = True
     max_thread_terms = {'cuda': UNROLLED_MAX_TERMS}
+    hoisted_bound = (UNROLLED_HOISTED, 2)
     padded_tail = True
 
     def geometry(self):
         return Geometry((self.mm.stream_threads(self.opts), 1, 1), 0,
                         self.params.get('width', 1))
+
+    def recurring_values(self):
+        # a thread's code runs all of A
+        return recurring(self.A)
 
     def build_plan(self):
         return self.mm.memo('cstream', lambda: plans.cstream_plan(self.A))
