@@ -29,10 +29,8 @@ REGISTER_MARGIN = 24
 # registers (pyfr-walk-analysis.md); staging families spilled without one
 FREE_REGISTER_ESTIMATE = 64
 
-# CUDA f64: one-column-a-thread unrolled code of more terms than this a
-# column (terms x columns a thread) spilled under every launch bound ptxas
-# was given, or under its own pick (cuda-spill-audit-baked.csv, groups in
-# docs/cuda-spills.md): 784 and more spilled, 720 and fewer did not
+# CUDA f64: the most terms x columns a thread of cstream/bstream runs; the
+# spilling builds ran 784-3150 under any launch bound (docs/cuda-spills.md)
 UNROLLED_MAX_TERMS = 780
 
 # ptxas keeps the recurring values of such code in registers, two each; at
