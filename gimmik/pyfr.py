@@ -222,6 +222,18 @@ def read_times(path):
     return out
 
 
+def with_twins(times, cands):
+    """times ({variant: seconds}, recorded before the tensor-core tiles
+    stored C by __stcg) with each such tile's time standing for its stcg
+    twin among cands (the same tile, C kept in L2)."""
+    out = dict(times)
+    for c in cands:
+        old = c.variant.replace('/stcg', '')
+        if c.variant not in out and old in out:
+            out[c.variant] = out[old]
+    return out
+
+
 def replay_times(proto, mm, times, dtype=np.float64, arch=None,
                  offer=None, timed_only=False):
     """walk() of `proto` over mm's kernels() with each candidate's time looked

@@ -18,7 +18,8 @@ from gimmik.families.cstream_ksplit import CHUNKED_GATES
 from gimmik import cost, hip, order
 from gimmik.analysis import analyse
 from gimmik.operators import default_beta
-from gimmik.pyfr import PROTOCOLS, picked, read_times, replay_times
+from gimmik.pyfr import (PROTOCOLS, picked, read_times, replay_times,
+                         with_twins)
 from gimmik.order import (B_FIRST_ANY_M, B_FIRST_MAX_VALUES, CHUNKED_MIN_M,
                           OVERRIDES, mblock_groups, order_candidates)
 
@@ -265,8 +266,8 @@ def replayed(name, A, rows, n=None):
     else:
         mm = CUDAMatMul(A, beta=beta, aligne=PYFR_CUDA.aligne(np.float64),
                         n=n, ldb=n, ldc=n)
-    times = dict(rows)
     cands = mm.candidates(np.float64, compute_capability=(9, 0))
+    times = with_twins(dict(rows), cands)
     walk = replay_times(PYFR_CUDA, mm, times, arch=(9, 0), offer=cands,
                         timed_only=True)
     return picked(walk)[1] / min(times[c.variant] for c in cands

@@ -14,7 +14,7 @@ from gimmik.base import Candidate, MatMul, PRUNE_FACTOR
 from gimmik.cuda import CUDAMatMul
 from gimmik.operators import default_beta
 from gimmik.pyfr import (IFAC, PROTOCOLS, SOASZ, euler_nvars, panel, picked,
-                         read_times, replay_times, walk)
+                         read_times, replay_times, walk, with_twins)
 from gimmik.runtime import moved_bytes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -202,6 +202,23 @@ def test_read_times_keeps_ours_ok_rows_in_file_order(tmp_path):
     plain = tmp_path / 'times.csv'
     plain.write_text('op,variant,time_s\nx,a/v1,1e-3\nx,b/v1,\n')
     assert read_times(str(plain)) == {'x': [('a/v1', 1e-3)]}
+
+
+def test_with_twins_lends_a_tiles_time_to_its_stcg_twin():
+    tile = dict(kstage=2, shape='m16n8k4t', wm=4, wn=2)
+    cands = [Candidate('mma-gemm', dict(tile, st='cg'), {}),
+             Candidate('cstream', dict(width=1), {}),
+             Candidate('mma-gemm', dict(tile, kstage=4, st='cg'), {})]
+    old = Candidate('mma-gemm', tile, {}).variant
+    other = Candidate('mma-gemm', dict(tile, kstage=4), {}).variant
+    assert cands[0].variant == old.replace('/wm4', '/stcg/wm4')
+    times = {old: 2e-5, cands[1].variant: 3e-5, other: 4e-5,
+             cands[2].variant: 1e-5}
+    got = with_twins(times, cands)
+    assert got[cands[0].variant] == 2e-5      # the recorded tile's time
+    assert got[cands[2].variant] == 1e-5      # a twin's own time kept
+    assert {k: got[k] for k in times} == times and len(got) == 5
+    assert cands[0].variant not in times      # the input left alone
 
 
 # -- PyFR's filters and panels -----------------------------------------------
