@@ -289,7 +289,7 @@ class CUDAMatMul(MatMul):
                 and params['bsz'] < nused <= RUNTIME_ONE_CHUNK):
             params = dict(params, bsz=nused)
         # the tensor-core tiles keep C in L2 where the C panel at baked n fits
-        # it: the next kernel reads C there (cuda-h200-context-hints.csv);
+        # it: the next kernel reads C there (cuda-h200-context-first8*.csv);
         # beyond, and with n at run time, evict-first as measured
         if (row.family is MmaGemm and self.n is not None
                 and self.info.m*self.n*MMA_ITEMSIZE <= CUDA_L2):
@@ -322,7 +322,7 @@ class CUDAMatMul(MatMul):
     def registers_fit(self, kern):
         # the family's terms a thread (f64), its limit, at most 64K
         # registers a block, and for long unrolled kernels what
-        # LONG_REGISTER_FACTOR times the estimate leaves within a thread's
+        # LONG_REGISTER_FACTOR times the estimate leaves of a thread's 255
         terms = kern.max_thread_terms.get('cuda')
         if (terms is not None and kern.itemsize == 8 and kern.thread_terms()
                 * kern.params.get('width', 1) > terms):
