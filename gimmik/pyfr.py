@@ -222,13 +222,18 @@ def read_times(path):
     return out
 
 
+def recorded_name(variant):
+    """The name a candidate had before the tensor-core tiles stored C by
+    __stcg (the same tile, C evict-first)."""
+    return variant.replace('/stcg', '')
+
+
 def with_twins(times, cands):
-    """times ({variant: seconds}, recorded before the tensor-core tiles
-    stored C by __stcg) with each such tile's time standing for its stcg
-    twin among cands (the same tile, C kept in L2)."""
+    """times ({variant: seconds}, recorded before the stcg stores) with each
+    tile's time standing for its stcg twin among cands."""
     out = dict(times)
     for c in cands:
-        old = c.variant.replace('/stcg', '')
+        old = recorded_name(c.variant)
         if c.variant not in out and old in out:
             out[c.variant] = out[old]
     return out

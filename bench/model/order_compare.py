@@ -34,7 +34,7 @@ from bench.model import in_checkout  # noqa: E402
 from gimmik.cuda import CUDAMatMul  # noqa: E402
 from gimmik.operators import default_beta  # noqa: E402
 from gimmik.pyfr import (PROTOCOLS, picked, read_times,  # noqa: E402
-                         replay_times, with_twins)
+                         recorded_name, replay_times, with_twins)
 
 FIXTURES = os.path.join(ROOT, 'tests', 'fixtures')
 SUITE = os.path.join(ROOT, 'bench', 'operators', 'pyfr-ops.npz')
@@ -121,7 +121,7 @@ def replay_rows(before_dir):
                 times = with_twins(dict(timed), after)
                 by_v = {c.variant: c for c in after}
                 for c in after:    # a revision older than the stcg stores
-                    by_v.setdefault(c.variant.replace('/stcg', ''), c)
+                    by_v.setdefault(recorded_name(c.variant), c)
                 bef = [by_v[v] for v in before[op, n] if v in by_v]
                 best = min(times[v] for v in by_v if v in times)
                 (bv, bt), (av, at) = replay(mm, times, bef), \
