@@ -4,8 +4,8 @@ A family object knows its launch geometry, how a table row binds to an
 operator (adapt), its plan, template context, register estimate and cost
 model (work, finish_rows), and the facts platform policies read from its
 class attributes (max_registers, free_registers, register_resident,
-long_min_blocks, max_thread_terms, hoisted_bound, c_store, padded_tail,
-no_packed_f32, arch_specific, template_file).
+long_min_blocks, max_thread_terms, hoisted_bound, c_store, register_factor,
+padded_tail, no_packed_f32, arch_specific, template_file).
 
 Adding a family ``foo-bar``: a :class:`Family` subclass in foo_bar.py here
 (name, geometry, build_plan, live_values; adapt, context, work where the
@@ -107,6 +107,9 @@ class Family:
     no_packed_f32 = False
     # CUDA: C's store hint where the row names none (None: the platform's)
     c_store = None
+    # the most registers ptxas took over the estimate, by platform: a block
+    # whose size leaves fewer a thread is not offered (registers_fit)
+    register_factor = {}
     template_file = None
 
     def __init__(self, mm, cand, dtype):
