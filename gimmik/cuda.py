@@ -332,6 +332,9 @@ class CUDAMatMul(MatMul):
             return True
         block = kern.geometry().block
         cap = self.target.unit_registers // (block[0]*block[1]*block[2])
+        if est*kern.register_factor.get('cuda', 1) > min(
+                cap, self.target.thread_registers):
+            return False
         limit = kern.register_limit()
         if kern.long_kernel(LONG_KERNEL_TERMS):
             cap = min(cap, int(self.target.thread_registers
