@@ -189,6 +189,11 @@ MAX_STREAM_NNZ_SPARSE = 16384
 # (pyfr-startup-analysis.md, pyfr-e2e-h100-startup.csv)
 BAKED_OFFER = 3
 BAKED_OFFER_DENSE = 2
+# ... and where those are of one family the best of another, up to this many
+# non-zeros: on 5 of 36 operators it was faster hot and in context
+# (cuda-h200-context-cut2.csv); beyond, the warp-rows it adds spilled
+# (cuda-spill-audit-baked.csv: 7056 and 12288 non-zeros)
+BAKED_SECOND_FAMILY_MAX_NNZ = 6144
 BAKED_OFFER_MIN_NNZ = 512
 BAKED_MMA_ONLY_NNZ = 1500
 
@@ -313,7 +318,14 @@ class CUDAMatMul(MatMul):
             return cands
         cands = [c for c in cands if c.params.get('width', 1) != 2]
         if info.density < DENSE_DENSITY:
-            return cands[:BAKED_OFFER]
+            # first BAKED_OFFER of one family: and the best of another, where
+            # the estimate errs most (cuda-h200-context-cut2.csv)
+            head = cands[:BAKED_OFFER]
+            other = [c for c in cands if c.family != head[0].family]
+            if (other and info.nnz <= BAKED_SECOND_FAMILY_MAX_NNZ
+                    and all(c.family == head[0].family for c in head)):
+                head.append(other[0])
+            return head
         mma = [c for c in cands if c.family == MmaGemm.name]
         if mma and info.nnz >= BAKED_MMA_ONLY_NNZ:
             cands = mma

@@ -838,6 +838,45 @@ def test_warprows_gets_free_launch_bounds(rng):
     assert '__launch_bounds__(128, 1)' in src
 
 
+def baked_cut(ranked, one):
+    """The first BAKED_OFFER one-column variants, and the first of another
+    family where those share one."""
+    from gimmik.cuda import BAKED_OFFER
+    fam = {c.variant: c.family for c in ranked}
+    head = one[:BAKED_OFFER]
+    other = [v for v in one if fam[v] != fam[head[0]]]
+    if other and len({fam[v] for v in head}) == 1:
+        head = head + other[:1]
+    return head
+
+
+def test_baked_cut_adds_a_second_family_below_its_bound(rng):
+    """Where the first BAKED_OFFER with n baked are of one family, the best
+    of another comes fourth, up to BAKED_SECOND_FAMILY_MAX_NNZ non-zeros."""
+    from gimmik.cuda import BAKED_OFFER, BAKED_SECOND_FAMILY_MAX_NNZ
+    sizes = dict(n=4096, ldb=4096, ldc=4096)
+    seen = set()
+    for m, k, density in ((120, 68, 0.09), (150, 125, 0.04),
+                          (300, 400, 0.06), (180, 160, 0.3)):
+        A = random_operator(rng, m, k, density)
+        mm = CUDAMatMul(A, aligne=4, **sizes)
+        ranked = mm.candidates(np.float64)
+        one = [c.variant for c in ranked if c.params.get('width', 1) == 1]
+        offered = [meta['variant'] for _, meta in mm.kernels(np.float64)]
+        families = [v.split('/')[0] for v in offered]
+        if mm.info.nnz > BAKED_SECOND_FAMILY_MAX_NNZ:
+            assert offered == one[:BAKED_OFFER]
+            seen.add('over')
+        elif len(set(families[:BAKED_OFFER])) == 1:
+            assert len(offered) == BAKED_OFFER + 1
+            assert families[-1] != families[0]
+            assert offered == baked_cut(ranked, one)
+            seen.add('added')
+        else:
+            assert offered == one[:BAKED_OFFER]
+    assert seen == {'over', 'added'}
+
+
 def test_baked_n_offers_fewer_candidates_of_big_operators(rng):
     """With n baked, an operator with many non-zeros is offered only the
     first BAKED_OFFER of its ranked one-column candidates (each costs its
@@ -860,7 +899,7 @@ def test_baked_n_offers_fewer_candidates_of_big_operators(rng):
                 one = [c.variant for c in ranked
                        if c.params.get('width', 1) == 1]
                 assert any(c.params.get('width') == 2 for c in ranked)
-                assert offered == one[:BAKED_OFFER]
+                assert offered == baked_cut(ranked, one)
             else:
                 assert offered == [c.variant for c in ranked]
     dense = rng.standard_normal((60, 60))
