@@ -196,3 +196,29 @@ def test_batches_past_the_register_limit_not_offered(rng):
     assert offered and cand.variant not in offered
     p, meta = run_one(rng, A, ROWS[0], np.float64, 1.0, False, n=67)
     p.check(meta['variant'])
+
+
+def test_cuda_offers_no_msplit_its_block_cannot_hold(rng):
+    """CUDA offers an m-split only where its block leaves each thread its
+    register_factor times its estimate; the many-warp blocks of a heavy
+    operator are dropped, the smaller ones stay."""
+    from gimmik.families.bstream_msplit import BstreamMsplit
+    factor = BstreamMsplit.register_factor['cuda']
+    A = random_operator(rng, 384, 512, 0.016)
+    mm = CUDAMatMul(A)
+    offered = [c for c in mm.candidates(np.float64)
+               if c.family == BstreamMsplit.name]
+    assert offered
+    for c in offered:
+        kern = mm.kernel(c, np.float64)
+        block = kern.geometry().block
+        cap = min(255, 65536 // (block[0]*block[1]))
+        assert kern.registers()*factor <= cap, c.variant
+    splits = {c.params['msplit'] for c in offered}
+    # the table's 32-warp row bound to this operator would not fit
+    big = Candidate('bstream-msplit', dict(bsz=16, msplit=32, width=1,
+                                           ld='cs'),
+                    {'compute_capability': (9, 0)})
+    kern = mm.kernel(big, np.float64)
+    assert kern.registers()*factor > 65536 // (32*32)
+    assert 32 not in splits and splits & {4, 8}
