@@ -57,10 +57,8 @@ with a fake timer in bench/tests/test_in_context.py.
 
 import argparse
 import collections
-import concurrent.futures as cf
 import csv
 import math
-import multiprocessing as mp
 import os
 import re
 import statistics
@@ -800,8 +798,7 @@ def main(argv=None):
     work = [w for w in work if w not in done]
     print(f'{dev.name}; {len(work)} (operator, n) to do, {len(done)} done',
           flush=True)
-    pool = cf.ProcessPoolExecutor(args.jobs,
-                                  mp_context=mp.get_context('spawn'))
+    pool = timing.compile_pool(args.jobs)
     cc = dev.cc
 
     def submit(name, n):

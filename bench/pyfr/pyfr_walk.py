@@ -45,10 +45,8 @@ already in the CSV are skipped; no new operator starts after --budget s.
     PYTHONPATH=. python3 bench/pyfr/pyfr_walk.py --out "$OUT"
 """
 import argparse
-import concurrent.futures as cf
 import fnmatch
 import math
-import multiprocessing as mp
 import os
 import sys
 import time
@@ -68,7 +66,7 @@ from bench.pyfr.walk_report import (  # noqa: E402
     CAND_FIELDS, FIELDS, append, cand_row, fmt, read_done, summarise)
 from bench.pyfr.walk_timing import (  # noqa: E402
     Device, DevicePanels, Timed, _render_compile, _task_ours, _task_up,
-    vendor_best)
+    compile_pool, vendor_best)
 from bench.upstream import load_upstream  # noqa: E402
 from gimmik import pyfr as gpyfr  # noqa: E402
 from gimmik.analysis import analyse  # noqa: E402
@@ -199,8 +197,7 @@ def main(argv=None):
     print(f'{dev.name}; {len(work)} (operator, n) to do, {len(done)} done; '
           f'{args.jobs} compile processes', flush=True)
 
-    pool = cf.ProcessPoolExecutor(args.jobs,
-                                  mp_context=mp.get_context('spawn'))
+    pool = compile_pool(args.jobs)
     prefetch = Prefetch(pool, work, ops, all_n, up_path, dev.cc, args.ahead)
     for i, (name, t) in enumerate(work):
         if time.time() - t0 > args.budget:

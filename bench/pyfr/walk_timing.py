@@ -20,6 +20,26 @@ TOL = 1e-12              # gimmik.verify's error of an f64 result
 
 # -- the render/compile pool -----------------------------------------------
 
+def _die_with_parent():
+    # Linux: a worker gets SIGKILL when the run ends (os._exit, `timeout`'s
+    # SIGTERM); orphaned, spawned workers wait for work forever and hold the
+    # run's stdout open, so a `| tail` never ended
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)    # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def compile_pool(jobs):
+    """The runs' process pool: spawned workers that end with the run."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    return cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context('spawn'),
+                                  initializer=_die_with_parent)
+
+
 def nvrtc_compile(src, arch):
     """NVRTC as PyFR compiles a kernel: (cubin bytes, seconds)."""
     from cupy_backends.cuda.libs import nvrtc
