@@ -357,8 +357,10 @@ class CUDAMatMul(MatMul):
         # Without a second launch bound ptxas (CUDA 13, sm_90) may cap the
         # registers low enough to spill (64 for 128 threads, 32 for 1024); ask
         # for as many blocks per SM as the budget allows
+        st = kern.params.get('st', kern.c_store or C_STORE)
+        # C's store intrinsic: 'cg' caches in L2 only, else evict-first
         ctx = {'ld': kern.params.get('ld', 'nc'),
-               'st': kern.params.get('st', kern.c_store or C_STORE),
+               'st_fn': '__stcg' if st == 'cg' else '__stcs',
                'minblocks': None}
         block = kern.geometry().block
         nthreads = block[0]*block[1]*block[2]

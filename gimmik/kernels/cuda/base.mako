@@ -48,9 +48,9 @@ __ldcs(${self.ptr('b', j, 'ldbl', col, w)})\
 
 <%def name="load_c(i, col, w)" buffered="True">__ldcs(${self.ptr('c', i, 'ldcl', col, w)})</%def>
 
-## C is written once and not read back by this kernel: st 'cg' caches it
-## in L2 for the next kernel, 'cs' stores it evict-first.
-<%def name="store_c(i, col, w, val)" buffered="True">${'__stcg' if st == 'cg' else '__stcs'}(${self.ptr('c', i, 'ldcl', col, w)}, ${val})</%def>
+## C is written once and not read back by this kernel: st_fn __stcg (st
+## 'cg') caches it in L2 for the next kernel, __stcs stores it evict-first.
+<%def name="store_c(i, col, w, val)" buffered="True">${st_fn}(${self.ptr('c', i, 'ldcl', col, w)}, ${val})</%def>
 
 ## A value the same in every lane of a warp (e.g. threadIdx.y).
 <%def name="wave_uniform(x)" buffered="True">${x}</%def>

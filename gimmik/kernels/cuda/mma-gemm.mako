@@ -255,9 +255,9 @@ ${mma.load_pair(f'col0 + cpair0 + {4*s}', f'y[{2*s}]', f'y[{2*s + 1}]', ' '*8, r
 % endif
 % for nt in range(P.wn):
 % if addc:
-                ${'__stcg' if st == 'cg' else '__stcs'}((double2*)(cr + ${16*nt}), double2{acc[${mt}][${nt}][${h}] + ${SC}cv${nt}.x, acc[${mt}][${nt}][${2 + h}] + ${SC}cv${nt}.y});
+                ${st_fn}((double2*)(cr + ${16*nt}), double2{acc[${mt}][${nt}][${h}] + ${SC}cv${nt}.x, acc[${mt}][${nt}][${2 + h}] + ${SC}cv${nt}.y});
 % else:
-                ${'__stcg' if st == 'cg' else '__stcs'}((double2*)(cr + ${16*nt}), double2{acc[${mt}][${nt}][${h}], acc[${mt}][${nt}][${2 + h}]});
+                ${st_fn}((double2*)(cr + ${16*nt}), double2{acc[${mt}][${nt}][${h}], acc[${mt}][${nt}][${2 + h}]});
 % endif
 % endfor
             }

@@ -73,10 +73,10 @@ ${i}    {
 % if addc and beta != 0:
 ${i}        const double2 cv = __ldcs((const double2*)(c + ${rowoff} + col));
 % endif
-${i}        ${'__stcg' if st == 'cg' else '__stcs'}((double2*)(c + ${rowoff} + col), double2{${e0}, ${e1}});
+${i}        ${st_fn}((double2*)(c + ${rowoff} + col), double2{${e0}, ${e1}});
 ${i}    }
 ${i}    else if (col < n)
-${i}        ${'__stcg' if st == 'cg' else '__stcs'}(c + ${rowoff} + col, ${s0});
+${i}        ${st_fn}(c + ${rowoff} + col, ${s0});
 ${i}}
 </%def>
 
