@@ -321,10 +321,9 @@ class CUDAMatMul(MatMul):
             # first BAKED_OFFER of one family: and the best of another, where
             # the estimate errs most (cuda-h200-context-cut2.csv)
             head = cands[:BAKED_OFFER]
-            other = [c for c in cands if c.family != head[0].family]
-            if (other and info.nnz <= BAKED_SECOND_FAMILY_MAX_NNZ
-                    and all(c.family == head[0].family for c in head)):
-                head.append(other[0])
+            fams = {c.family for c in head}
+            if len(fams) == 1 and info.nnz <= BAKED_SECOND_FAMILY_MAX_NNZ:
+                head += [c for c in cands if c.family not in fams][:1]
             return head
         mma = [c for c in cands if c.family == MmaGemm.name]
         if mma and info.nnz >= BAKED_MMA_ONLY_NNZ:
