@@ -3,8 +3,12 @@ pool (as PyFR compiles), the device, the panels on it with gimmik.verify's
 reference, each candidate checked once and timed PyFR's way, and the
 vendor's best."""
 
+import concurrent.futures as cf
+import ctypes
 import hashlib
 import math
+import multiprocessing as mp
+import signal
 import time
 
 import numpy as np
@@ -25,8 +29,6 @@ def _die_with_parent():
     # SIGTERM); orphaned, spawned workers wait for work forever and hold the
     # run's stdout open, so a `| tail` never ended
     try:
-        import ctypes
-        import signal
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)    # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
@@ -34,8 +36,6 @@ def _die_with_parent():
 
 def compile_pool(jobs):
     """The runs' process pool: spawned workers that end with the run."""
-    import concurrent.futures as cf
-    import multiprocessing as mp
     return cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context('spawn'),
                                   initializer=_die_with_parent)
 
