@@ -161,6 +161,29 @@ def test_gemm_offered_for_sparse_operators_reading_c(rng):
                    for x in _variants(big, beta=1.0, aligne=2))
 
 
+def test_long_warprows_budgeted_as_long_kernels(rng):
+    """A warp-rows kernel of LONG_KERNEL_TERMS terms a warp or more fits
+    only where LONG_REGISTER_FACTOR times its estimate fits a thread's 255
+    registers (ptxas spilled such kernels at one block an SM from
+    estimates of 114); shorter ones keep the plain budget."""
+    from gimmik.cuda import LONG_KERNEL_TERMS, LONG_REGISTER_FACTOR
+    seen = set()
+    for shape, d in (((343, 1029), 0.02), ((216, 648), 0.028)):
+        mm = CUDAMatMul(random_operator(rng, *shape, d))
+        for ms in (4, 8):
+            kern = mm.kernel(Candidate('bstream-warprows', dict(
+                bsz=24, msplit=ms, ld='cg', st='cg'),
+                {'compute_capability': (9, 0)}), np.float64)
+            est, fit = kern.registers(), mm.registers_fit(kern)
+            if kern.thread_terms() >= LONG_KERNEL_TERMS:
+                assert fit == (est*LONG_REGISTER_FACTOR <= 255)
+                seen.add('long refused' if not fit else 'long')
+            else:
+                assert fit
+                seen.add('short')
+    assert {'long refused', 'short'} <= seen
+
+
 def test_no_unrolled_streaming_of_huge_sparse_gemm_operators(rng):
     """Above MAX_STREAM_NNZ_SPARSE non-zeros, an operator that gets the
     sparse mma-gemm rows gets only those; without them (sm_80, f32, odd

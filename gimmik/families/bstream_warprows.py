@@ -55,6 +55,12 @@ class BstreamWarpRows(Family):
         # the open accumulators, the B value in use and one loaded value
         return self.plan.live + 2
 
+    def long_kernel(self, min_terms):
+        # long, it is budgeted as the register-resident kernels: at one block
+        # a SM ptxas spilled it from estimates of 114-156, never 52-92
+        # (cuda-spill-audit-runtime-heavy.csv, cuda-spill-audit-baked.csv)
+        return self.thread_terms() >= min_terms
+
     def thread_terms(self):
         # a warp's rows
         return self.info.nnz / self.params['msplit']
