@@ -230,6 +230,7 @@ def _gates(mm, dtype, cc):
                         # costs more (cuda-h200-grid-rules.csv) than this
                         # branch gains (at most 1.045x, baked n)
                         or mm.beta != 0 and not mm.runtime_client_grid
+                        and not panels_fit_l2(mm)
                         and not gemm_compute_bound(info.m, info.k, mm.beta)))
     return {
         'w2': w2,
@@ -244,6 +245,15 @@ def _gates(mm, dtype, cc):
         'gemmsparse': gemm_sparse,
         'beta0': mm.beta == 0,
     }
+
+
+def panels_fit_l2(mm):
+    """Whether A's used rows of B and C at the baked n (f64) fit the L2:
+    a hot walk then times the tiles from L2, where in a step their panels
+    come from DRAM and the tile of beta != 0 ran 1.03-1.09x the streaming
+    kernels' time (cuda-h200-context-o123-candidates.csv)."""
+    return (mm.n is not None and (len(mm.info.bix) + mm.info.m)*mm.n
+            * MMA_ITEMSIZE <= CUDA_L2)
 
 
 class CUDAMatMul(MatMul):

@@ -161,6 +161,26 @@ def test_gemm_offered_for_sparse_operators_reading_c(rng):
                    for x in _variants(big, beta=1.0, aligne=2))
 
 
+def test_gemm_for_c_readers_only_where_panels_pass_l2(rng):
+    """With n baked the beta != 0 tile is offered only where A's used rows
+    of B and C at that n do not fit the L2 (a hot walk would time it from
+    L2, where in a step its panels come from DRAM)."""
+    from gimmik.cuda import CUDA_L2, panels_fit_l2
+    hexlike = random_operator(rng, 64, 96, 0.06)
+    rows = 64 + int(np.count_nonzero(hexlike.any(axis=0)))
+    fits = CUDA_L2 // (8*rows) // 2 * 2
+
+    def at(n):
+        mm = CUDAMatMul(hexlike, beta=1.0, aligne=2, n=n, ldb=n, ldc=n)
+        return mm, [c.variant for c in mm._candidates(np.float64, (9, 0))]
+    mm, v = at(fits)
+    assert panels_fit_l2(mm) and v
+    assert not any(x.startswith('mma-gemm') for x in v)
+    mm, v = at(fits + 2)
+    assert not panels_fit_l2(mm)
+    assert any(x.startswith('mma-gemm') for x in v)
+
+
 def test_long_warprows_budgeted_as_long_kernels(rng):
     """A warp-rows kernel of LONG_KERNEL_TERMS terms a warp or more fits
     only where LONG_REGISTER_FACTOR times its estimate fits a thread's 255
