@@ -295,14 +295,6 @@ class CUDAMatMul(MatMul):
         if (self.runtime_client_grid and 'blocks' in params
                 and row.family in (MmaGemm, CstreamKparts)):
             params = {k: v for k, v in params.items() if k != 'blocks'}
-        # warp-rows reads C's old values as each row finishes: where the
-        # panels at the baked n fit the L2, PyFR's hot walk times that read
-        # from L2, in a step it comes from DRAM (beta != 0 there: 1.05 of
-        # the first 8's best kernel in context, median of 111;
-        # cuda-h200-context-o123*-candidates.csv)
-        if (row.family is BstreamWarpRows and self.beta != 0
-                and panels_fit_l2(self)):
-            return None
         # at run-time n an m-split stages B's used rows, up to
         # RUNTIME_ONE_CHUNK of them, in one chunk: one barrier a tile, not two
         # (cuda-h200-context-runtime-n-plainb.csv)

@@ -181,26 +181,6 @@ def test_gemm_for_c_readers_only_where_panels_pass_l2(rng):
     assert any(x.startswith('mma-gemm') for x in v)
 
 
-def test_warprows_reading_c_only_where_panels_pass_l2(rng):
-    """Warp-rows reads C's old values as each row finishes: with beta != 0
-    and n baked it is offered only where the panels do not fit the L2 (a
-    hot walk would time those reads from L2); with beta 0, or n unknown,
-    as before."""
-    from gimmik.cuda import panels_fit_l2
-    A = random_operator(rng, 120, 68, 0.09)      # p3 prism M6-like
-
-    def warprows(beta, n):
-        sizes = dict(n=n, ldb=n, ldc=n) if n else {}
-        mm = CUDAMatMul(A, beta=beta, aligne=2, **sizes)
-        return mm, any(c.family == 'bstream-warprows'
-                       for c in mm._candidates(np.float64, (9, 0)))
-    mm, offered = warprows(1.0, 20480)
-    assert panels_fit_l2(mm) and not offered
-    mm, offered = warprows(1.0, 200000)
-    assert not panels_fit_l2(mm) and offered
-    assert warprows(0.0, 20480)[1] and warprows(1.0, None)[1]
-
-
 def test_long_warprows_budgeted_as_long_kernels(rng):
     """A warp-rows kernel of LONG_KERNEL_TERMS terms a warp or more fits
     only where LONG_REGISTER_FACTOR times its estimate fits a thread's 255
@@ -862,6 +842,26 @@ def test_warprows_kernel_emulated(rng, msplit, bsz, beta, dtype, baked):
     assert np.isfinite(out[:, :n]).all()
     assert (np.abs(out[:, :n] - ref) <= tol*scale).all()
     assert (out[:, n:] == 9.0).all()
+
+
+def test_warprows_reads_c_a_chunk_ahead(rng):
+    """With beta != 0 warp-rows loads a row's old C value with the B chunk
+    before the row's first term, a barrier between the load and its use
+    (in a step C comes from DRAM: cuda-h200-context-o123-cahead*.csv),
+    and reads C nowhere else; with beta 0 it reads no C."""
+    A = random_operator(rng, 37, 29, 0.3)
+    cand = Candidate('bstream-warprows', dict(msplit=4, bsz=8, ld='cg',
+                                              st='cg'),
+                     {'compute_capability': (9, 0)})
+    src, _ = CUDAMatMul(A, beta=1.0).render(cand, np.float64, 'k0')
+    rows = [i for i in range(37) if A[i].any()]
+    assert src.count('(c + ') == 2*len(rows)       # one load, one store
+    for i in rows:
+        load = src.index(f'cin{i} = ')
+        use = src.index(f'acc{i} = cin{i} + ')
+        assert '__syncthreads()' in src[load:use], i
+    src0, _ = CUDAMatMul(A, beta=0.0).render(cand, np.float64, 'k0')
+    assert 'cin' not in src0 and src0.count('(c + ') == len(rows)
 
 
 @pytest.mark.skipif(GXX is None, reason='g++ is not installed')

@@ -52,8 +52,15 @@ class BstreamWarpRows(Family):
         return {'plan': self.plan, 'bsz': self.params['bsz']}
 
     def live_values(self):
-        # the open accumulators, the B value in use and one loaded value
-        return self.plan.live + 2
+        # the open accumulators, the B value in use and one loaded value;
+        # with beta != 0 the old C values loaded a chunk ahead of their rows
+        ahead = 0
+        if self.mm.beta != 0:
+            ahead = max((sum(first for _, ups, _ in per_y
+                             for _, _, first in ups)
+                         for per_q in self.plan.steps for per_y in per_q),
+                        default=0)
+        return self.plan.live + 2 + ahead
 
     def long_kernel(self, min_terms):
         # long, it is budgeted as the register-resident kernels: at one block

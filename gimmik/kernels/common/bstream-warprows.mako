@@ -4,14 +4,30 @@
 ## a double-buffered shared chunk of bsz rows, every warp loading its share
 ## (plan.loads); the next chunk's loads are issued before the current chunk
 ## is consumed and a barrier ends each chunk but the last, at the same count in every
-## warp's body.  A row of C is finished where its last term is added.
+## warp's body.  With beta != 0 the old C values of the rows a chunk starts
+## are loaded with that chunk's B (cin, from DRAM in a step: the barrier
+## hides them) and start those rows' sums; a row of C is stored where its
+## last term is added.
+<%def name="starts(q, y)"><%
+    return [i for _, ups, _ in plan.steps[q][y] for i, _, first in ups if first]
+%></%def>
 <%def name="fetch(q, y)">\
-% if plan.loads[q][y]:
+% if beta != 0:
+% for i in starts(q, y):
+        ${dtype} cin${i} = ${self.zero(1)};
+% endfor
+% endif
+% if plan.loads[q][y] or (beta != 0 and starts(q, y)):
         if (col < n)
         {
 % for r in plan.loads[q][y]:
             bsh[${q % 2}][${r}][threadIdx.x] = ${self.load_b(plan.chunks[q][r], 'col', 1)};
 % endfor
+% if beta != 0:
+% for i in starts(q, y):
+            cin${i} = ${self.load_c(i, 'col', 1)};
+% endfor
+% endif
         }
 % endif
 </%def>
@@ -19,13 +35,19 @@
 % for r, ups, done in plan.steps[q][y]:
         bv = bsh[${q % 2}][${r}][threadIdx.x];
 % for i, v, first in ups:
-        ${dtype + ' ' if first else ''}acc${i} ${'=' if first else '+='} ${lit(v)}*bv;
+% if not first:
+        acc${i} += ${lit(v)}*bv;
+% elif beta == 0:
+        ${dtype} acc${i} = ${lit(v)}*bv;
+% else:
+        ${dtype} acc${i} = ${f'cin{i}' if beta == 1 else f'{betalit}*cin{i}'} + ${lit(v)}*bv;
+% endif
 % endfor
 % if done:
         if (col < n)
         {
 % for i in done:
-    ${self.finish(i, 'col', 1, f'acc{i}')}\
+            ${self.store_c(i, 'col', 1, f'acc{i}')};
 % endfor
         }
 % endif
