@@ -5,8 +5,6 @@ needs cl_khr_fp64."""
 
 import numbers
 
-import numpy as np
-
 from gimmik.base import MatMul, Row, check_table
 from gimmik.families.bstream import Bstream
 from gimmik.families.bstream_msplit import BstreamMsplit

@@ -2,9 +2,11 @@
 columns; warp y owns every msplit-th row of C from y and runs its own
 unrolled code.  The used rows of B go straight from global memory into a
 double-buffered shared chunk of bsz rows (each warp fetching a share), the
-next chunk's loads issued before the current chunk is consumed; a row of C
-is stored as soon as its last term is added, so a warp holds only the
-accumulators of the rows under way (plans.warprows_plan)."""
+next chunk's loads issued before the current chunk is consumed; with beta
+!= 0 the old C values of the rows a chunk starts are loaded with it and
+start their sums; a row of C is stored as soon as its last term is added,
+so a warp holds only the accumulators of the rows under way
+(plans.warprows_plan)."""
 
 from dataclasses import replace
 import math
