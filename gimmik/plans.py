@@ -131,6 +131,7 @@ class WarpRowsPlan:
     steps: list        # [q][y] -> [(r, [(i, value, first)], [i])]
     idle: list         # [y] -> [i]
     live: int
+    starts: list       # [q][y] -> [i] whose first term is in chunk q
 
 
 def warprows_plan(A, msplit, bsz):
@@ -177,7 +178,9 @@ def warprows_plan(A, msplit, bsz):
             open_ += d
             live = max(live, open_)
     idle = [[i for i in rows[y] if not nz[i]] for y in range(msplit)]
-    return WarpRowsPlan(rows, chs, loads, steps, idle, live)
+    starts = [[[i for _, ups, _ in walk for i, _, first in ups if first]
+               for walk in per_y] for per_y in steps]
+    return WarpRowsPlan(rows, chs, loads, steps, idle, live, starts)
 
 
 @dataclass

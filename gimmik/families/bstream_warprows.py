@@ -58,9 +58,7 @@ class BstreamWarpRows(Family):
         # with beta != 0 the old C values loaded a chunk ahead of their rows
         ahead = 0
         if self.mm.beta != 0:
-            ahead = max((sum(first for _, ups, _ in per_y
-                             for _, _, first in ups)
-                         for per_q in self.plan.steps for per_y in per_q),
+            ahead = max((len(s) for per_q in self.plan.starts for s in per_q),
                         default=0)
         return self.plan.live + 2 + ahead
 

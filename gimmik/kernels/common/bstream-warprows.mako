@@ -8,23 +8,20 @@
 ## are loaded with that chunk's B (cin, from DRAM in a step: the barrier
 ## hides them) and start those rows' sums; a row of C is stored where its
 ## last term is added.
-<%def name="starts(q, y)"><%
-    return [i for _, ups, _ in plan.steps[q][y] for i, _, first in ups if first]
-%></%def>
 <%def name="fetch(q, y)">\
 % if beta != 0:
-% for i in starts(q, y):
+% for i in plan.starts[q][y]:
         ${dtype} cin${i} = ${self.zero(1)};
 % endfor
 % endif
-% if plan.loads[q][y] or (beta != 0 and starts(q, y)):
+% if plan.loads[q][y] or (beta != 0 and plan.starts[q][y]):
         if (col < n)
         {
 % for r in plan.loads[q][y]:
             bsh[${q % 2}][${r}][threadIdx.x] = ${self.load_b(plan.chunks[q][r], 'col', 1)};
 % endfor
 % if beta != 0:
-% for i in starts(q, y):
+% for i in plan.starts[q][y]:
             cin${i} = ${self.load_c(i, 'col', 1)};
 % endfor
 % endif
