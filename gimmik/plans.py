@@ -2,6 +2,7 @@
 and where B is staged, so that every platform's templates only walk lists."""
 
 from dataclasses import dataclass
+import functools
 
 import numpy as np
 
@@ -131,7 +132,12 @@ class WarpRowsPlan:
     steps: list        # [q][y] -> [(r, [(i, value, first)], [i])]
     idle: list         # [y] -> [i]
     live: int
-    starts: list       # [q][y] -> [i] whose first term is in chunk q
+
+    @functools.cached_property
+    def starts(self):
+        """[q][y] -> the rows of warp y whose first term is in chunk q."""
+        return [[[i for _, ups, _ in walk for i, _, first in ups if first]
+                 for walk in per_y] for per_y in self.steps]
 
 
 def warprows_plan(A, msplit, bsz):
@@ -178,9 +184,7 @@ def warprows_plan(A, msplit, bsz):
             open_ += d
             live = max(live, open_)
     idle = [[i for i in rows[y] if not nz[i]] for y in range(msplit)]
-    starts = [[[i for _, ups, _ in walk for i, _, first in ups if first]
-               for walk in per_y] for per_y in steps]
-    return WarpRowsPlan(rows, chs, loads, steps, idle, live, starts)
+    return WarpRowsPlan(rows, chs, loads, steps, idle, live)
 
 
 @dataclass
