@@ -67,22 +67,29 @@ def build_dir(kind):
             return path
         raise PermissionError(f'{path} is not writable')
     except OSError as e:
-        with _scratch_lock:     # builds run in threads: warn once
-            if kind not in _scratch:
-                warn_unwritable(e, 'builds go to a temporary directory '
-                                'for this run')
-                tmp = tempfile.mkdtemp(prefix=f'gimmik-{kind}-')
-                atexit.register(shutil.rmtree, tmp, True)
-                _scratch[kind] = tmp
-            return _scratch[kind]
+        return _scratch_dir(kind, e)
+
+
+def _scratch_dir(kind, error):
+    """This process's temporary directory for builds of one kind (removed
+    at exit), made after a warning naming error the first time."""
+    with _scratch_lock:     # builds run in threads: warn once
+        if kind not in _scratch:
+            warn_unwritable(error, 'builds go to a temporary directory '
+                            'for this run')
+            tmp = tempfile.mkdtemp(prefix=f'gimmik-{kind}-')
+            atexit.register(shutil.rmtree, tmp, True)
+            _scratch[kind] = tmp
+        return _scratch[kind]
 
 
 def find_build(kind, key, ext='.so'):
     """The path of a built file stored by store_build whose bytes match the
     digest in its name, or None; files that do not match (truncated or
     damaged) are removed where possible."""
-    d = build_dir(kind)
-    for path in sorted(glob.glob(os.path.join(d, f'{key}.*{ext}'))):
+    dirs = dict.fromkeys([build_dir(kind), _scratch.get(kind)])
+    for path in sorted(p for d in dirs if d for p in
+                       glob.glob(os.path.join(d, f'{key}.*{ext}'))):
         digest = os.path.basename(path)[len(key) + 1:-len(ext)]
         if _file_digest(path) == digest:
             return path
@@ -97,10 +104,20 @@ def store_build(kind, key, built, ext='.so'):
     """Copy the file `built` into the cache as KEY.DIGEST.EXT (atomically,
     mode 0777 less the umask); returns its path."""
     digest = _file_digest(built)
-    path = os.path.join(build_dir(kind), f'{key}.{digest}{ext}')
-    with atomic_path(path, mode=0o777) as part:
+    name = f'{key}.{digest}{ext}'
+    path = os.path.join(build_dir(kind), name)
+    try:
+        with atomic_path(path, mode=0o777) as part:
+            shutil.copyfile(built, part)
+        return path
+    except OSError as e:
+        # a directory that looks writable and is not (ACLs, a full disk or
+        # quota): this run keeps its builds in its scratch directory
+        path = os.path.join(_scratch_dir(kind, e), name)
+        part = f'{path}.{threading.get_ident()}.part'
         shutil.copyfile(built, part)
-    return path
+        os.replace(part, path)
+        return path
 
 
 def _file_digest(path, size=16):

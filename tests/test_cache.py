@@ -56,6 +56,26 @@ def test_unwritable_cache_is_a_warning_naming_it(tmp_path, monkeypatch):
         assert locked is False
 
 
+def test_build_the_cache_refuses_is_kept_for_the_run(tmp_path, monkeypatch):
+    """A cache directory that looks writable but refuses the write (ACLs, a
+    full disk or quota): the build goes to this run's scratch directory
+    after one warning, and is found there."""
+    def refused(*a, **k):
+        raise PermissionError(13, 'Permission denied')
+    monkeypatch.setattr(cache, 'atomic_path', refused)
+    built = tmp_path / 'lib.so'
+    built.write_bytes(bytes(range(256))*4)
+    with pytest.warns(RuntimeWarning, match='Permission denied'):
+        so = cache.store_build('c', KEY, built)
+    assert not so.startswith(str(cache.cache_dir('c')))
+    assert open(so, 'rb').read() == built.read_bytes()
+    assert cache.find_build('c', KEY) == so
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')       # warned once
+        assert os.path.dirname(cache.store_build('c', 'cd'*16, built)) == \
+            os.path.dirname(so)
+
+
 def test_truncated_build_is_not_used(tmp_path):
     built = tmp_path / 'lib.so'
     built.write_bytes(bytes(range(256))*64)
