@@ -112,7 +112,7 @@ ${self.finish(r0 + i, 'col', w, acc(i) if i - s0 in touched else None)}\
 % endfor
 % for i in range(s0, s1):
 <%
-    scaled = f'cv{i - s0}' if beta == 1 else f'{betalit}*cv{i - s0}'
+    scaled = self.beta_scaled(f'cv{i - s0}')
 %>\
 % if i - s0 in touched:
             ${self.store_c(r0 + i, 'col', w, acc(i) + ' + ' + scaled)};
@@ -165,7 +165,7 @@ ${self.sched_fence()}\
 %>\
 % for i in range(s0, s1):
 <%
-    scaled = f'cv{i - s0}' if beta == 1 else f'{betalit}*cv{i - s0}'
+    scaled = self.beta_scaled(f'cv{i - s0}')
 %>\
 % if i - s0 in touched:
             ${self.store_c(r0 + i, 'col', w, f'acc{i - s0}{suffix} + {scaled}')};

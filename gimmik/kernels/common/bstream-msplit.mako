@@ -122,7 +122,7 @@ ${per_wave(lambda y: stage_store(q, y))}\
 %>\
 <%def name="rows(w)">\
 % for i in range(r0, r1):
-            acc${i - r0}${'' if w == W else self.attr.FIRST} = ${'' if beta == 1 else betalit + '*'}${self.load_c(i, 'col', w)};
+            acc${i - r0}${'' if w == W else self.attr.FIRST} = ${self.beta_scaled(self.load_c(i, 'col', w))};
 % endfor
 </%def>\
 ${self.guarded(rows, W)}\

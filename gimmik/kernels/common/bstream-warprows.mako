@@ -37,7 +37,7 @@
 % elif beta == 0:
         ${dtype} acc${i} = ${lit(v)}*bv;
 % else:
-        ${dtype} acc${i} = ${f'cin{i}' if beta == 1 else f'{betalit}*cin{i}'} + ${lit(v)}*bv;
+        ${dtype} acc${i} = ${self.beta_scaled(f'cin{i}')} + ${lit(v)}*bv;
 % endif
 % endfor
 % if done:

@@ -49,7 +49,7 @@ ${body(y)}\
             own${owned[y].index(i)} = ${betalit}*own${owned[y].index(i)};
 % endif
 % elif preload_c:
-            own${owned[y].index(i)} = ${'' if beta == 1 else betalit + '*'}${self.load_c(i, 'col', 1)};
+            own${owned[y].index(i)} = ${self.beta_scaled(self.load_c(i, 'col', 1))};
 % endif
 % endfor
 % if not batched:

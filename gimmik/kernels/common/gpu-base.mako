@@ -60,6 +60,9 @@ ${' '*len(kname)} ${self.gq()}${dtype}* __restrict__ c, int ldc)
 % endif
 </%def>
 
+## x times beta, as C's old values enter a sum (beta = 1: x itself).
+<%def name="beta_scaled(x)" buffered="True">${x if beta == 1 else betalit + '*' + x}</%def>
+
 ## Final value of row i of C from an accumulator expression (None: A's row i
 ## is zero).  Emits nothing when beta = 1 and the row is zero.  cold: the
 ## name of C's old value where the family has loaded it, else it is loaded
