@@ -222,11 +222,6 @@ def policy_variant(src, spec, max_offset):
 Stage = collections.namedtuple('Stage', 'name launch')
 
 
-def rotated(items, start):
-    start %= max(1, len(items))
-    return items[start:] + items[:start]
-
-
 def repeats_for(warm_s, repeats, min_timed_s=0.0, max_repeats=None):
     """Timed repetitions: at least `repeats`, more where one sequence of
     the slowest contender (warm_s seconds, from the warm-up) times that
@@ -256,7 +251,7 @@ def measure_in_context(timer, contenders, traffic, producer, consumer,
     warm = {}
     rep = 0
     while rep < warmup + repeats:
-        for c in rotated(list(contenders), rep):
+        for c in timing.rotated(list(contenders), rep):
             ts = timer.sequence([traffic, producer, c, consumer])
             if len(ts) != 4:
                 raise RuntimeError(f'timer gave {len(ts)} times for 4 '
@@ -280,7 +275,7 @@ def measure_hot(timer, contenders, repeats=REPEATS,
     to back, mean), median over the repetitions, contenders in turn."""
     out = {c.name: [] for c in contenders}
     for rep in range(repeats):
-        for c in rotated(list(contenders), rep):
+        for c in timing.rotated(list(contenders), rep):
             ts = timer.sequence([c]*(nwarmup + nbench))
             out[c.name].append(sum(ts[nwarmup:]) / nbench)
     return {k: statistics.median(v) for k, v in out.items()}

@@ -32,7 +32,8 @@ was at times slower than the walk's pick timed again),
 with a device-to-device copy moving the bytes the product moves at least
 (B read, C written, and read where beta is not 0) timed among them: the
 copy fractions are that copy's time over a pick's, both timed the same
-way, one launch per event pair;
+way, one launch per event pair right after an untimed one of its own (warm,
+as PyFR's walk; the order rotated each repetition);
 with --vendor the fastest vendor formulation of the cuda runtime (cuBLAS,
 CuPy, cuBLASLt; checked to TOL like the candidates) is timed with them
 (ours_over_vendor, up_over_vendor: time ratios).

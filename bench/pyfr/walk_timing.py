@@ -113,6 +113,12 @@ def _render_compile(render, cc):
 
 # -- the device side ---------------------------------------------------------
 
+def rotated(items, start):
+    """items from index start (mod their number) round to the one before."""
+    start %= max(1, len(items))
+    return items[start:] + items[:start]
+
+
 class Device:
     def __init__(self):
         import cupy
@@ -177,13 +183,17 @@ class Device:
         return cp.cuda.get_elapsed_time(start, stop)*1e-3 / PYFR_CUDA.nbench
 
     def time_median(self, launches, repeats):
-        """Median seconds of each launch function, interleaved."""
+        """Median seconds of each launch function, interleaved in an order
+        rotated every repetition, each timed launch right after an untimed
+        one of its own: warm, as PyFR's walk times, whatever ran before it
+        (in a fixed order the first launch always ran after the copy had
+        pushed its panels out of L2)."""
         cp = self.cupy
         out = [[] for _ in launches]
-        for f in launches:
-            f()
-        for _ in range(repeats):
-            for j, f in enumerate(launches):
+        for rep in range(repeats):
+            for j in rotated(list(range(len(launches))), rep):
+                f = launches[j]
+                f()
                 s, e = cp.cuda.Event(), cp.cuda.Event()
                 s.record(self.stream)
                 f()
