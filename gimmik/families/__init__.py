@@ -271,6 +271,27 @@ class Family:
         return self.mm.warp_size(self.opts)
 
 
+class ColumnStream(Family):
+    """The unrolled streaming families (cstream, bstream): one thread per
+    column group running all of A, its values held in registers."""
+
+    free_registers = FREE_REGISTER_ESTIMATE
+    register_resident = True
+    max_thread_terms = {'cuda': UNROLLED_MAX_TERMS}
+    hoisted_bound = (UNROLLED_HOISTED, 2)
+    # HIP: one copy of the body, so one wait for loads a kernel too small for a
+    # batch (bstream/width2 of p1-tri-m0: 2 full waits on 6 loads, one a copy)
+    padded_tail = True
+
+    def geometry(self):
+        return Geometry((self.mm.stream_threads(self.opts), 1, 1), 0,
+                        self.params.get('width', 1))
+
+    def recurring_values(self):
+        # a thread's code runs all of A
+        return recurring(self.A)
+
+
 def recurring(values):
     """Distinct non-zero |values| used more than once, less those an f64
     multiply takes as an immediate (low 32 bits zero: 1.0, 0.5...)."""

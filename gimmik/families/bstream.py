@@ -3,28 +3,11 @@ each updating every row of C it touches in registers (HIP, CUDA and C); on
 HIP loaded in runs of batch_loads, so a wave waits once a run."""
 
 from gimmik import plans
-from gimmik.families import (FREE_REGISTER_ESTIMATE, UNROLLED_HOISTED,
-                             UNROLLED_MAX_TERMS, Family, Geometry,
-                             recurring)
+from gimmik.families import ColumnStream
 
 
-class Bstream(Family):
+class Bstream(ColumnStream):
     name = 'bstream'
-    free_registers = FREE_REGISTER_ESTIMATE
-    register_resident = True
-    max_thread_terms = {'cuda': UNROLLED_MAX_TERMS}
-    hoisted_bound = (UNROLLED_HOISTED, 2)
-    # HIP: one copy of the body, so one wait for loads a kernel too small for a
-    # batch (bstream/width2 of p1-tri-m0: 2 full waits on 6 loads, one a copy)
-    padded_tail = True
-
-    def geometry(self):
-        return Geometry((self.mm.stream_threads(self.opts), 1, 1), 0,
-                        self.params.get('width', 1))
-
-    def recurring_values(self):
-        # a thread's code runs all of A
-        return recurring(self.A)
 
     def build_plan(self):
         return self.mm.memo('bstream', lambda: plans.bstream_plan(self.A))

@@ -3,9 +3,7 @@ each row of B the first time a row needs it (HIP, CUDA and C); on the GPUs
 in load batches (gimmik.plans.load_batches) where C is read."""
 
 from gimmik import cost, plans
-from gimmik.families import (FREE_REGISTER_ESTIMATE, REGISTER_MARGIN,
-                             UNROLLED_HOISTED, UNROLLED_MAX_TERMS, Family,
-                             Geometry, recurring)
+from gimmik.families import REGISTER_MARGIN, ColumnStream
 
 # ld 'reload' room: ptxas hoists and merges the loads anyway
 RELOAD_REGISTERS = 72
@@ -14,21 +12,8 @@ RELOAD_REGISTERS = 72
 RELOAD_INFLIGHT = 4
 
 
-class Cstream(Family):
+class Cstream(ColumnStream):
     name = 'cstream'
-    free_registers = FREE_REGISTER_ESTIMATE
-    register_resident = True
-    max_thread_terms = {'cuda': UNROLLED_MAX_TERMS}
-    hoisted_bound = (UNROLLED_HOISTED, 2)
-    padded_tail = True
-
-    def geometry(self):
-        return Geometry((self.mm.stream_threads(self.opts), 1, 1), 0,
-                        self.params.get('width', 1))
-
-    def recurring_values(self):
-        # a thread's code runs all of A
-        return recurring(self.A)
 
     def build_plan(self):
         return self.mm.memo('cstream', lambda: plans.cstream_plan(self.A))
