@@ -7,6 +7,10 @@ ways (no GPU for the first):
   with n not baked, and PyFR's panel with n baked), each order cut to the
   candidates timed there; per operator the pick's time over the best timed
   and this order's pick over the before order's;
+- recorded context (--recorded-context FILE...): each replayed pick at
+  PyFR's panel looked up in in_context.py candidate files (ctx_over_up of
+  that variant at that operator and n, geomean over the files holding it):
+  what the changed picks cost in PyFR's place, without a device;
 - context: two bench/pyfr/in_context.py runs (--context BEFORE.csv
   AFTER.csv ...: later files override earlier ones per operator), per
   operator our in-context time over upstream's (timed interleaved in the
@@ -15,6 +19,7 @@ ways (no GPU for the first):
     git worktree add ../before <commit>
     PYTHONPATH=. python3 bench/model/order_compare.py --before ../before \\
         [--csv OUT.csv] [--context BEFORE.csv AFTER.csv [AFTER2.csv]]
+        [--recorded-context RUN-candidates.csv ...]
 """
 
 import argparse
@@ -134,6 +139,44 @@ def replay_rows(before_dir):
     return rows
 
 
+def recorded_context(paths):
+    """{(op, n, variant): geomean ctx_over_up} of in_context.py candidate
+    files (rows timed without error)."""
+    got = {}
+    for p in paths:
+        with open(p, newline='') as f:
+            for r in csv.DictReader(f):
+                if r.get('status', 'ok') == 'ok' and r.get('ctx_over_up'):
+                    got.setdefault((r['op'], int(r['n']), r['variant']),
+                                   []).append(float(r['ctx_over_up']))
+    return {k: geomean(v) for k, v in got.items()}
+
+
+def with_recorded_context(rows, ctx):
+    """rows with before_ctx and after_ctx: their picks' recorded in-context
+    time over upstream's ('' where not recorded; the PyFR dataset only)."""
+    for r in rows:
+        for side in ('before', 'after'):
+            key = (r['op'], r['n'] or None, r[f'{side}_pick'])
+            r[f'{side}_ctx'] = (round(ctx[key], 4) if key in ctx else '')
+    return rows
+
+
+def context_summary(rows):
+    """The changed picks both of whose in-context times are recorded."""
+    rs = [r for r in rows if r['before_pick'] != r['after_pick']
+          and r.get('before_ctx') not in ('', None)
+          and r.get('after_ctx') not in ('', None)]
+    if not rs:
+        return 'recorded context: no changed pick recorded on both sides'
+    return (f'recorded context: {len(rs)} changed picks; after/before '
+            f'{geomean(r["after_ctx"] / r["before_ctx"] for r in rs):.4f}, '
+            f'over upstream before {geomean(r["before_ctx"] for r in rs):.4f}'
+            f' after {geomean(r["after_ctx"] for r in rs):.4f}; above {MISS}:'
+            f' before {sum(r["before_ctx"] > MISS for r in rs)}, after '
+            f'{sum(r["after_ctx"] > MISS for r in rs)}')
+
+
 def context_rows(before, afters):
     def load(p):
         with open(p, newline='') as f:
@@ -180,15 +223,25 @@ def main(argv=None):
     ap.add_argument('--context', nargs='+', metavar='RUN.csv',
                     help='in_context.py runs: before, then after(s)')
     ap.add_argument('--csv', help='write the per-operator rows here')
+    ap.add_argument('--recorded-context', nargs='+', metavar='CANDS.csv',
+                    help="in_context.py candidate files: the replayed "
+                    "picks' recorded in-context times")
     args = ap.parse_args(argv)
     if not args.before and not args.context:
         ap.error('give --before, --context or both')
     if args.context and len(args.context) < 2:
         ap.error('--context needs a before and at least one after run')
     rows = replay_rows(args.before) if args.before else []
+    if args.recorded_context:
+        if not args.before:
+            ap.error('--recorded-context needs --before')
+        rows = with_recorded_context(
+            rows, recorded_context(args.recorded_context))
     if args.context:
         rows += context_rows(args.context[0], args.context[1:])
     print(summary(rows))
+    if args.recorded_context:
+        print(context_summary(rows))
     if args.csv:
         with open(args.csv, 'w', newline='') as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
