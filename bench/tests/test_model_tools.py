@@ -54,3 +54,35 @@ def test_context_rows_compare_ratios_to_upstream(tmp_path):
     assert 'context: 2 operators' in text and '1 above 1.03' in text
     assert 'x ' in text and 'k1 -> k9' in text
     assert 'same pick in 0' in text
+
+
+def test_recorded_context_looks_up_each_pick_by_operator_n_and_variant(
+        tmp_path):
+    path = tmp_path / 'run-candidates.csv'
+    with open(path, 'w', newline='') as f:
+        w = csv.DictWriter(f, fieldnames=['op', 'n', 'variant',
+                                          'ctx_over_up', 'status'])
+        w.writeheader()
+        w.writerows([
+            dict(op='a', n=110080, variant='x', ctx_over_up=0.98,
+                 status='ok'),
+            dict(op='a', n=110080, variant='y', ctx_over_up=1.08,
+                 status='ok'),
+            dict(op='a', n=110080, variant='y', ctx_over_up=1.02,
+                 status='ok'),
+            dict(op='a', n=20480, variant='y', ctx_over_up=0.5,
+                 status='ok'),
+            dict(op='a', n=110080, variant='z', ctx_over_up=0.5,
+                 status='wrong')])
+    ctx = oc.recorded_context([str(path)])
+    rows = oc.with_recorded_context(
+        [{'dataset': 'pyfr', 'op': 'a', 'n': 110080, 'before_pick': 'x',
+          'after_pick': 'y'},
+         {'dataset': 'pyfr', 'op': 'a', 'n': 110080, 'before_pick': 'x',
+          'after_pick': 'z'}], ctx)
+    assert rows[0]['before_ctx'] == 0.98
+    assert abs(rows[0]['after_ctx'] - (1.08*1.02)**0.5) < 1e-4
+    assert rows[1]['after_ctx'] == ''         # only a failed run of z
+    s = oc.context_summary(rows)
+    assert s.startswith('recorded context: 1 changed picks')
+    assert 'above 1.03: before 0, after 1' in s
