@@ -16,7 +16,7 @@
 # this package's wheel (OURS, default .whl/ours/gimmik-*.whl) and the client's case maker
 # (CLIENT, default .pyfr-client).  Each venv gets PyFR and its gimmik in one `pip install`, as a
 # user installs them (no --no-deps), and must pass `pip check`.  Writes DIR/pyfr-e2e.csv, DIR/compare.csv (each final
-# solution against upstream's as shipped), DIR/picks-*.json (every walk PyFR timed).
+# solution against upstream's as shipped), DIR/picks.tgz (picks-*.json: every walk PyFR timed).
 set -u
 CASES=${1:?cases}; PKGS=${2:-"ours up"}; REPS=${3:-2}
 STEPS=${STEPS:-200}; SEGS=${SEGS:-3}
@@ -74,3 +74,5 @@ for c in $CASES; do
     echo "$ET-$N-p$P,$pkg,up,$d" | tee -a "$OUTD/compare.csv"
   done
 done
+# the GPU machine sends back at most 8 files: the walks go back as one archive
+(cd "$OUTD" && ls picks-*.json >/dev/null 2>&1 && tar czf picks.tgz picks-*.json && rm -f picks-*.json)

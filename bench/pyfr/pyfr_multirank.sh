@@ -24,7 +24,7 @@
 # CASE-PHASE), OUT/pyfr-multirank-cache.csv (cache_check.py's counts after each run),
 # OUT/pyfr-multirank-compare.csv (per rank and phase: max |ours - up| / max |up|, and cold vs warm
 # per package), and prints start-up per rank.  Exit status 1 when a solution differs by more than
-# TOL (1e-12) or the cache check finds a problem.
+# TOL (1e-12) or the cache check finds a problem; OUT/picks.tgz holds every walk PyFR timed.
 set -u
 CASES=${1:-"hex:20:4 pri:16:4"}; PKGS=${2:-"ours up"}
 NP=${NP:-2}; STEPS=${STEPS:-100}; SEGS=${SEGS:-2}; TOL=${TOL:-1e-12}
@@ -159,4 +159,6 @@ for case, pkg in grew:
     print(f'{case} {pkg}: the warm run added cache entries '
           f'({files[case, pkg]["cold"]} -> {files[case, pkg]["warm"]})')
 EOF
+# the GPU machine sends back at most 8 files: the walks go back as one archive
+(cd "$OUTD" && ls picks-*.json >/dev/null 2>&1 && tar czf picks.tgz picks-*.json && rm -f picks-*.json)
 exit $status
