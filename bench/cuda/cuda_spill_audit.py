@@ -117,13 +117,15 @@ def load_ops(patterns, thin, max_nnz, suites=None, min_nnz=0):
 
 
 def candidates(A, beta, sizes, cc, families=None, rows=None,
-               dtype='float64', only=False):
+               dtype='float64', only=False, offered=None):
     """[(rank, variant, family, estimate, minblocks, source)] offered (of
     the named families only, where families is given, and of the table
     rows whose id matches a glob of rows, where rows is given: the others
     are not rendered).  only: the table holds just those families' rows
     while the candidates are found (each family's offer does not depend
-    on the other rows; rank is then among them)."""
+    on the other rows; rank is then among them).  offered: the first that
+    many of what kernels() offers (its start-up cut with n baked), as a
+    client timing that many sees them; None: every ranked candidate."""
     from gimmik.cuda import CUDAMatMul
     from gimmik.validate import check_dtype
     mm = CUDAMatMul(A, beta=beta, **sizes)
@@ -131,7 +133,10 @@ def candidates(A, beta, sizes, cc, families=None, rows=None,
     if only and families is not None:
         mm.table = [r for r in mm.table if r.family.name in families]
     out = []
-    for rank, cand in enumerate(mm._candidates(dt, cc)):
+    ranked = mm._candidates(dt, cc)
+    if offered is not None:
+        ranked = mm.offered(ranked)[:offered]
+    for rank, cand in enumerate(ranked):
         if families is not None and cand.family not in families:
             continue
         if rows is not None and not any(fnmatch.fnmatch(cand.row, g)
@@ -247,6 +252,9 @@ def main(argv=None):
     ap.add_argument('--rows', default=None,
                     help='comma-separated fnmatch globs of table row ids '
                          'to compile (default all)')
+    ap.add_argument('--offered', type=int, default=None, metavar='N',
+                    help="only the first N of kernels()'s offer (with n "
+                    "baked its start-up cut; PyFR times 8)")
     ap.add_argument('--max-nnz', type=int, default=30000)
     ap.add_argument('--min-nnz', type=int, default=0)
     ap.add_argument('--min-est', type=int, default=0,
@@ -296,7 +304,8 @@ def main(argv=None):
             for arch in args.archs.split(','):
                 for rank, var, fam, est, mb, src in candidates(
                         A, beta, SIZES[sz], ARCH_CC[arch], fams,
-                        row_globs, DTYPES[dname], args.only_families):
+                        row_globs, DTYPES[dname], args.only_families,
+                        args.offered):
                     if (fams and fam not in fams
                             or (est or 0) < args.min_est
                             or recheck is not None
