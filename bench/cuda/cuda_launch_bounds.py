@@ -8,7 +8,11 @@ bounds, on the GPU: whether a bound that keeps ptxas from spilling pays
 CASES.txt: one candidate a line, `OP VARIANT BOUND...` (a BOUND is what
 goes between the parentheses of __launch_bounds__, e.g. `128,8`). Each is
 checked against A @ B + beta*C on the GPU and timed at n = 110080 and at B
-+ C = 512 MiB, the bounds interleaved, 7 rounds of 10 launches, medians."""
++ C = 512 MiB, the bounds interleaved, 7 rounds of 10 launches, medians.
+
+--compile-only (no GPU): each bound's ptxas registers and spill bytes
+(nvcc -cubin -arch=sm_90), the candidates as offered with n at run time or,
+with --sizes baked, with PyFR's n baked (bench/cuda/cuda_spill_audit.SIZES)."""
 
 import argparse
 import csv
@@ -27,6 +31,8 @@ if ROOT not in sys.path:
 ROUNDS = 7
 FIELDS = ['op', 'variant', 'n', 'bound', 'registers', 'local_mem', 'err',
           'time_us', 'over_offered', 'device']
+COMPILE_FIELDS = ['op', 'variant', 'sizes', 'bound', 'registers', 'stack',
+                  'spill_stores', 'spill_loads', 'error']
 
 
 def panel_sizes(m, k):
@@ -41,32 +47,68 @@ def with_bound(src, bound):
                   f'__launch_bounds__({bound})', src)
 
 
+def case_source(op, var, sizes):
+    """(A, beta, source, meta) of candidate `var` of operator `op` (both
+    suites) under the generator's sizes keywords."""
+    from gimmik.cuda import CUDAMatMul
+    from gimmik.operators import default_beta, suite
+    A = suite([op], os.path.join(ROOT, 'bench', 'operators',
+              'pyfr-ops-p7.npz' if op.startswith('p7')
+              else 'pyfr-ops.npz'))[op]
+    beta = default_beta(op)
+    mm = CUDAMatMul(A, beta=beta, **sizes)
+    cand = next(c for c in mm.candidates(np.float64) if c.variant == var)
+    src, meta = mm.render(cand, np.float64, 'gimmik_mm')
+    return A, beta, src, meta
+
+
+def compile_only(cases, sizes_name, path):
+    """ptxas's registers and spills of each case under each bound."""
+    import shutil
+    from bench.cuda import cuda_spill_audit as audit
+    nvcc = shutil.which('nvcc')
+    if nvcc is None:
+        raise SystemExit('nvcc is not on PATH')
+    with open(path, 'w', newline='') as f:
+        w = csv.DictWriter(f, fieldnames=COMPILE_FIELDS)
+        w.writeheader()
+        for op, var, *bounds in cases:
+            _, _, src, _ = case_source(op, var, audit.SIZES[sizes_name])
+            for bound in [None] + bounds:
+                key = audit.src_key(with_bound(src, bound), 'sm_90')
+                r = audit.compile_batch(
+                    nvcc, [(key, with_bound(src, bound))], 'sm_90')[key]
+                w.writerow({'op': op, 'variant': var, 'sizes': sizes_name,
+                            'bound': bound or 'offered', **r})
+                print(f'{op} {var} {bound or "offered"}: '
+                      f'{r.get("registers")} registers, '
+                      f'{r.get("spill_stores")} bytes spilled', flush=True)
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('cases')
     ap.add_argument('--out', default=os.environ.get('OUT') or '.')
     ap.add_argument('--name', default='cuda-spill-bounds')
+    ap.add_argument('--compile-only', action='store_true',
+                    help="ptxas's registers and spills, no GPU")
+    ap.add_argument('--sizes', default='rt4', choices=('rt4', 'baked'),
+                    help='with --compile-only: n at run time or baked')
     args = ap.parse_args(argv)
-    import cupy as cp
-    from gimmik.cuda import CUDAMatMul
-    from gimmik.operators import default_beta, suite
-    from gimmik.runtime.cuda import Runtime
     with open(args.cases) as f:
         cases = [line.split() for line in f if line.strip()]
-    rt = Runtime()
     path = os.path.join(args.out, f'{args.name}.csv')
+    if args.compile_only:
+        return compile_only(cases, args.sizes, path)
+    import cupy as cp
+    from gimmik.runtime.cuda import Runtime
+    rt = Runtime()
     with open(path, 'w', newline='') as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()
         for op, var, *bounds in cases:
-            A = suite([op], os.path.join(ROOT, 'bench', 'operators',
-                      'pyfr-ops-p7.npz' if op.startswith('p7')
-                      else 'pyfr-ops.npz'))[op]
-            beta = default_beta(op)
-            mm = CUDAMatMul(A, beta=beta, aligne=4)
-            cand = next(c for c in mm.candidates(np.float64)
-                        if c.variant == var)
-            src, meta = mm.render(cand, np.float64, 'gimmik_mm')
+            A, beta, src, meta = case_source(op, var, {'aligne': 4})
             m, k = A.shape
             for label, n in panel_sizes(m, k).items():
                 b = cp.random.standard_normal((k, n))

@@ -59,3 +59,16 @@ def test_block_contenders_span_the_work_groups_and_restore_the_target():
             assert meta['local_work_size'][0] == size
             assert f'reqd_work_group_size({size}, 1, 1)' in src
     assert OpenCLMatMul.target is OPENCL
+
+
+def test_compile_only_renders_the_case_under_the_sizes_asked():
+    from bench.cuda import cuda_launch_bounds as lb
+    from bench.cuda.cuda_spill_audit import SIZES
+    _, _, rt, _ = lb.case_source('p2-tet-m460', 'cstream/ldnc/width2',
+                                 SIZES['rt4'])
+    _, _, baked, meta = lb.case_source('p2-tet-m460', 'cstream/ldnc/width2',
+                                       SIZES['baked'])
+    assert meta['n'] == SIZES['baked']['n']
+    assert '(int n,' in rt and '(int n,' not in baked
+    assert f"const int n = {SIZES['baked']['n']};" in baked
+    assert lb.with_bound(baked, '128,5').count('__launch_bounds__(128,5)') == 1
