@@ -32,6 +32,10 @@ class BstreamWarpRows(Family):
     # SM: left free ptxas capped it at 80 (256 threads) or 168 (128)
     # registers and spilled (808 terms a warp); a thread may use 255
     long_min_blocks = 1
+    # long, it is budgeted as the register-resident kernels: at one block a
+    # SM ptxas spilled it from estimates of 114-156, never 52-92
+    # (cuda-spill-audit-runtime-heavy.csv, cuda-spill-audit-baked.csv)
+    register_resident = True
     # and where a warp's code reuses HOISTED_VALUES of A's values
     hoisted_bound = (HOISTED_VALUES, 1)
 
@@ -61,12 +65,6 @@ class BstreamWarpRows(Family):
             ahead = max((len(s) for per_q in self.plan.starts for s in per_q),
                         default=0)
         return self.plan.live + 2 + ahead
-
-    def long_kernel(self, min_terms):
-        # long, it is budgeted as the register-resident kernels: at one block
-        # a SM ptxas spilled it from estimates of 114-156, never 52-92
-        # (cuda-spill-audit-runtime-heavy.csv, cuda-spill-audit-baked.csv)
-        return self.thread_terms() >= min_terms
 
     def thread_terms(self):
         # a warp's rows
