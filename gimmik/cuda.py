@@ -17,7 +17,7 @@ from gimmik.families.cstream_mblock import (CstreamMblock, group_terms,
                                              grouped)
 from gimmik.families.mma_gemm import MmaGemm
 from gimmik.fragments.mma import gemm_compute_bound
-from gimmik.order import order_candidates
+from gimmik.order import order_candidates, panels_fit_l2
 from gimmik.targets import ARCHES, CUDA
 
 # The launch bounds never cap a thread below this many registers (the
@@ -245,15 +245,6 @@ def _gates(mm, dtype, cc):
         'gemmsparse': gemm_sparse,
         'beta0': mm.beta == 0,
     }
-
-
-def panels_fit_l2(mm):
-    """Whether A's used rows of B and C at the baked n (f64) fit the L2:
-    a hot walk then times the tiles from L2, where in a step their panels
-    come from DRAM and the tile of beta != 0 ran 1.03-1.09x the streaming
-    kernels' time (cuda-h200-context-o123-candidates.csv)."""
-    return (mm.n is not None and (len(mm.info.bix) + mm.info.m)*mm.n
-            * MMA_ITEMSIZE <= CUDA_L2)
 
 
 class CUDAMatMul(MatMul):

@@ -17,6 +17,7 @@ from gimmik.analysis import DENSE_DENSITY, sparse_gemm_worth_it
 from gimmik.families.cstream_kparts import CstreamKparts
 from gimmik.families.cstream_ksplit import CstreamKsplit
 from gimmik.families.cstream_mblock import CstreamMblock
+from gimmik.targets import ARCHES
 
 
 @dataclass(frozen=True)
@@ -148,13 +149,27 @@ B_FIRST_ANY_M = 32
 TALL_DENSITY = 0.4
 
 
+def panels_fit_l2(mm):
+    """Whether A's used rows of B and C at the baked n (f64) fit the L2 of
+    the estimate's device: a hot walk then times kernels on panels in L2,
+    where in a step they come from DRAM."""
+    l2 = ARCHES[mm.target.default_arch].l2_size
+    return (mm.n is not None
+            and (len(mm.info.bix) + mm.info.m)*mm.n*8 <= l2)
+
+
 def b_first(mm):
-    """Whether n is baked and A's B panel is in the B-first bounds (A not
-    dense, nor tall and this dense: their own families lead)."""
+    """Whether n is baked, A's B panel is in the B-first bounds and A's
+    panels do not fit the L2 (A not dense, nor tall and this dense: their
+    own families lead)."""
     info, n = mm.info, mm.n
-    # beyond BIG_M rows the row-grouped families lead instead
+    # beyond BIG_M rows the row-grouped families lead instead; where the
+    # panels fit the L2 the B-first picks tied upstream's in context and
+    # ran up to 1.26x hot, beyond it they gained 3.5 % in context
+    # (cuda-h200-context-o123-cahead*.csv)
     if (n is None or info.m > BIG_M or info.density >= DENSE_DENSITY
-            or info.m >= 2*info.k and info.density >= TALL_DENSITY):
+            or info.m >= 2*info.k and info.density >= TALL_DENSITY
+            or panels_fit_l2(mm)):
         return False
     values = len(info.bix)*n
     return values >= B_FIRST_MIN_VALUES and (

@@ -196,7 +196,7 @@ def test_wide_offers_the_one_pass_ksplit_first():
 
 @pytest.mark.parametrize('shape, n', [((20, 60), PYFR_N),
                                       ((54, 27), PYFR_N),
-                                      ((24, 24), PYFR_N),
+                                      ((24, 24), 2*PYFR_N),
                                       ((12, 13), 550400)])
 def test_baked_n_b_evict_first_streams_first(shape, n):
     # few rows, a B panel of a quarter of an L2 to four: the first 8 load
@@ -209,6 +209,22 @@ def test_baked_n_b_evict_first_streams_first(shape, n):
     rest = [c.variant for c in out[8:]]
     assert 'cstream/ldnc/width1' in rest
     assert not any(v.startswith('cstream-ksplit') for v in first)
+
+
+def test_baked_n_b_first_only_where_the_panels_pass_l2():
+    # A's used B rows and C within the L2 at the baked n: the estimate's
+    # order (a hot walk would time the evict-first loads from L2); twice
+    # the columns: B-first
+    A = rng_sparse(24, 24, 0.2)
+    for n, fits in ((PYFR_N, True), (2*PYFR_N, False)):
+        mm = cuda_mm(A, 0.0, n)
+        assert order.panels_fit_l2(mm) == fits
+        assert order.b_first(mm) == (not fits)
+        _, out = ordered(A, n=n)
+        assert all('/ldcs' in c.variant for c in out[:8]) == (not fits)
+    _, out = ordered(A, n=PYFR_N)
+    assert ([c.variant for c in out] ==
+            [c.variant for c in estimate_order(A, n=PYFR_N)])
 
 
 def test_baked_n_few_rows_b_first_however_big_the_panel():
