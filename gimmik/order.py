@@ -166,7 +166,7 @@ def b_first(mm):
     # beyond BIG_M rows the row-grouped families lead instead; where the
     # panels fit the L2 the B-first picks tied upstream's in context and
     # ran up to 1.26x hot, beyond it they gained 3.5 % in context
-    # (cuda-h200-context-o123-cahead*.csv)
+    # (cuda-h200-context-o123-cahead*.csv; after: -bfirst-fit*.csv)
     if (n is None or info.m > BIG_M or info.density >= DENSE_DENSITY
             or info.m >= 2*info.k and info.density >= TALL_DENSITY
             or panels_fit_l2(mm)):
