@@ -107,17 +107,17 @@ def store_build(kind, key, built, ext='.so'):
     name = f'{key}.{digest}{ext}'
     path = os.path.join(build_dir(kind), name)
     try:
-        with atomic_path(path, mode=0o777) as part:
-            shutil.copyfile(built, part)
-        return path
+        return _copy_atomic(built, path)
     except OSError as e:
         # a directory that looks writable and is not (ACLs, a full disk or
         # quota): this run keeps its builds in its scratch directory
-        path = os.path.join(_scratch_dir(kind, e), name)
-        part = f'{path}.{threading.get_ident()}.part'
-        shutil.copyfile(built, part)
-        os.replace(part, path)
-        return path
+        return _copy_atomic(built, os.path.join(_scratch_dir(kind, e), name))
+
+
+def _copy_atomic(src, path):
+    with atomic_path(path, mode=0o777) as part:
+        shutil.copyfile(src, part)
+    return path
 
 
 def _file_digest(path, size=16):

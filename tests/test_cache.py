@@ -60,8 +60,12 @@ def test_build_the_cache_refuses_is_kept_for_the_run(tmp_path, monkeypatch):
     """A cache directory that looks writable but refuses the write (ACLs, a
     full disk or quota): the build goes to this run's scratch directory
     after one warning, and is found there."""
-    def refused(*a, **k):
-        raise PermissionError(13, 'Permission denied')
+    real = cache.atomic_path
+
+    def refused(path, *a, **k):
+        if path.startswith(str(cache.cache_dir('c'))):
+            raise PermissionError(13, 'Permission denied')
+        return real(path, *a, **k)
     monkeypatch.setattr(cache, 'atomic_path', refused)
     built = tmp_path / 'lib.so'
     built.write_bytes(bytes(range(256))*4)
