@@ -138,6 +138,9 @@ def flush_bytes(working_set, b_bytes, c_bytes, cap=FLUSH_CAP_MIB << 20):
 # a B load: one of the cache-hinted intrinsics on a pointer into b (a
 # scalar `(b + ...)` or a vector `(const double2*)(b + ...)`)
 _B_LOAD = re.compile(r'__ld(?:g|cs|cg|ca|lu)\((?=\((?:const \w+\*\))?\(?b\b)')
+# a load of C's old values (beta != 0): `(c + ...)`, `c + ...` or a vector
+# `(const double2*)(cr + ...)` of the tiles
+_C_LOAD = re.compile(r'__ld(?:g|cs|cg|ca|lu)\((?=\(?(?:const \w+\*\))?\(?cr?\b)')
 _C_STORE = re.compile(r'__st(?:cs|cg|wb|wt)\((?=\(?(?:\w+\*\))?\(?c)')
 _STRIDES = re.compile(r'const long ldbl = ([^,;]+), ldcl = ([^;]+);')
 _BOUNDS = re.compile(r'__launch_bounds__\((\d+)(?:, *\d+)?\)')
@@ -156,6 +159,7 @@ PLAIN_HELPERS = '''\
 POLICIES = {
     'ldplain': ('ld', None), 'ldnc': ('ld', '__ldg'),
     'ldcg': ('ld', '__ldcg'), 'ldcs': ('ld', '__ldcs'),
+    'ldcplain': ('ldc', None), 'ldccg': ('ldc', '__ldcg'),
     'stplain': ('st', None), 'stcg': ('st', '__stcg'),
     'stcs': ('st', '__stcs'), 'stwb': ('st', '__stwb'),
     'idx32': ('idx', 'int'),
@@ -199,6 +203,8 @@ def policy_variant(src, spec, max_offset):
         kind, val = POLICIES[name]
         if kind == 'ld':
             out = _B_LOAD.sub((val or 'gimmik_ctx_ld') + '(', out)
+        elif kind == 'ldc':
+            out = _C_LOAD.sub((val or 'gimmik_ctx_ld') + '(', out)
         elif kind == 'st':
             out = _C_STORE.sub((val or 'gimmik_ctx_st') + '(', out)
         elif kind == 'idx':

@@ -91,6 +91,13 @@ def test_policy_plain_loads_and_stores(sparse_op):
     out = ic.policy_variant(src, 'ldcg', 10**6)
     assert out.count('__ldcg((') == nb and '__ldg' not in out
     assert ic.policy_variant(src, 'ldnc', 10**6) is None     # unchanged
+    # C's old values loaded plainly or L2-only, B loads kept
+    out = ic.policy_variant(src, 'ldcplain', 10**6)
+    assert out.count('gimmik_ctx_ld((c') == nc and '__ldcs' not in out
+    assert len(re.findall(r'__ldg\(\(', out)) == nb
+    out = ic.policy_variant(src, 'ldccg+ldplain', 10**6)
+    assert len(re.findall(r'__ldcg\(\(c', out)) == nc
+    assert out.count('gimmik_ctx_ld((') == nb
     out = ic.policy_variant(src, 'stcs', 10**6)        # evict-first
     assert len(re.findall(r'__stcs\(', out)) == ns and '__stcg' not in out
 
@@ -124,7 +131,8 @@ def test_policy_variants_compile(sparse_op, tmp_path):
     srcs = []
     for fam in ('cstream', 'bstream'):
         src = _src(sparse_op, fam, beta=1.0)
-        for i, spec in enumerate(ic.DEFAULT_POLICIES + ('stwb', 'ldcs')):
+        for i, spec in enumerate(ic.DEFAULT_POLICIES + ('stwb', 'ldcs',
+                                                         'ldcplain', 'ldccg')):
             out = ic.policy_variant(src, spec, 10**6)
             if out is not None:
                 srcs.append(out.replace('gimmik_mm', f'k_{fam[0]}{i}')
