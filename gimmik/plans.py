@@ -134,9 +134,9 @@ class WarpRowsPlan:
     live: int
 
     @functools.cached_property
-    def starts(self):
-        """[q][y] -> the rows of warp y whose first term is in chunk q."""
-        return [[[i for _, ups, _ in walk for i, _, first in ups if first]
+    def ends(self):
+        """[q][y] -> the rows of warp y whose last term is in chunk q."""
+        return [[[i for _, _, done in walk for i in done]
                  for walk in per_y] for per_y in self.steps]
 
 

@@ -223,16 +223,16 @@ def test_warprows_plan_terms_loads_and_retirement(rng, msplit, bsz):
     nonzero = [i for i in range(13) if A[i].any()]
     assert sorted(firsts) == sorted(done) == nonzero
     assert [i for y in wr.idle for i in y] == [4]
-    # starts: each non-zero row once, in its warp and the chunk of its first
+    # ends: each non-zero row once, in its warp and the chunk of its last
     # used column (where the kernel loads its old C value)
-    assert sorted(i for per_q in wr.starts for s in per_q for i in s) == \
+    assert sorted(i for per_q in wr.ends for s in per_q for i in s) == \
         nonzero
-    for q, per_y in enumerate(wr.starts):
+    for q, per_y in enumerate(wr.ends):
         for y, s in enumerate(per_y):
             for i in s:
-                first = min(pos for pos, j in enumerate(analyse(A).bix)
-                            if A[i, j])
-                assert i in wr.rows[y] and first // bsz == q
+                last = max(pos for pos, j in enumerate(analyse(A).bix)
+                           if A[i, j])
+                assert i in wr.rows[y] and last // bsz == q
     # every chunk row is fetched by exactly one warp
     for q, ch in enumerate(wr.chunks):
         assert sorted(r for ld in wr.loads[q] for r in ld) == \

@@ -844,11 +844,12 @@ def test_warprows_kernel_emulated(rng, msplit, bsz, beta, dtype, baked):
     assert (out[:, n:] == 9.0).all()
 
 
-def test_warprows_reads_c_a_chunk_ahead(rng):
+def test_warprows_reads_c_with_the_chunk_a_row_ends_in(rng):
     """With beta != 0 warp-rows loads a row's old C value with the B chunk
-    before the row's first term, a barrier between the load and its use
-    (in a step C comes from DRAM: cuda-h200-context-o123-cahead*.csv),
-    and reads C nowhere else; with beta 0 it reads no C."""
+    of the row's last term, a barrier between the load and its use where
+    the row is stored (in a step C comes from DRAM, and no sum waits on it:
+    cuda-h200-context-cin-end*.csv), and reads C nowhere else; with beta 0
+    it reads no C."""
     A = random_operator(rng, 37, 29, 0.3)
     cand = Candidate('bstream-warprows', dict(msplit=4, bsz=8, ld='cg',
                                               st='cg'),
@@ -857,9 +858,12 @@ def test_warprows_reads_c_a_chunk_ahead(rng):
     rows = [i for i in range(37) if A[i].any()]
     assert src.count('(c + ') == 2*len(rows)       # one load, one store
     for i in rows:
-        load = src.index(f'cin{i} = ')
-        use = src.index(f'acc{i} = cin{i} + ')
+        load = src.index(f'cin{i} = __ld')
+        use = src.index(f'acc{i} + cin{i})')
         assert '__syncthreads()' in src[load:use], i
+        # the load goes with the chunk whose consumption ends the row: no
+        # other barrier of this warp between them
+        assert src[load:use].count('__syncthreads()') == 1, i
     src0, _ = CUDAMatMul(A, beta=0.0).render(cand, np.float64, 'k0')
     assert 'cin' not in src0 and src0.count('(c + ') == len(rows)
 

@@ -3,8 +3,8 @@ columns; warp y owns every msplit-th row of C from y and runs its own
 unrolled code.  The used rows of B go straight from global memory into a
 double-buffered shared chunk of bsz rows (each warp fetching a share), the
 next chunk's loads issued before the current chunk is consumed; with beta
-!= 0 the old C values of the rows a chunk starts are loaded with it and
-start their sums; a row of C is stored as soon as its last term is added,
+!= 0 the old C values of the rows a chunk ends are loaded with it; a row
+of C is stored, its old value added, as soon as its last term is added,
 so a warp holds only the accumulators of the rows under way
 (plans.warprows_plan)."""
 
@@ -59,10 +59,11 @@ class BstreamWarpRows(Family):
 
     def live_values(self):
         # the open accumulators, the B value in use and one loaded value;
-        # with beta != 0 the old C values loaded a chunk ahead of their rows
+        # with beta != 0 the old C values of the rows a chunk ends, loaded
+        # with its B
         ahead = 0
         if self.mm.beta != 0:
-            ahead = max((len(s) for per_q in self.plan.starts for s in per_q),
+            ahead = max((len(s) for per_q in self.plan.ends for s in per_q),
                         default=0)
         return self.plan.live + 2 + ahead
 

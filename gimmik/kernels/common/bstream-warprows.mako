@@ -4,24 +4,24 @@
 ## a double-buffered shared chunk of bsz rows, every warp loading its share
 ## (plan.loads); the next chunk's loads are issued before the current chunk
 ## is consumed and a barrier ends each chunk but the last, at the same count in every
-## warp's body.  With beta != 0 the old C values of the rows a chunk starts
+## warp's body.  With beta != 0 the old C values of the rows a chunk ends
 ## are loaded with that chunk's B (cin, from DRAM in a step: the barrier
-## hides them) and start those rows' sums; a row of C is stored where its
-## last term is added.
+## hides them, and none waits before the first sums); a row of C is stored
+## where its last term is added, its old value added then.
 <%def name="fetch(q, y)">\
 % if beta != 0:
-% for i in plan.starts[q][y]:
+% for i in plan.ends[q][y]:
         ${dtype} cin${i} = ${self.zero(1)};
 % endfor
 % endif
-% if plan.loads[q][y] or (beta != 0 and plan.starts[q][y]):
+% if plan.loads[q][y] or (beta != 0 and plan.ends[q][y]):
         if (col < n)
         {
 % for r in plan.loads[q][y]:
             bsh[${q % 2}][${r}][threadIdx.x] = ${self.load_b(plan.chunks[q][r], 'col', 1)};
 % endfor
 % if beta != 0:
-% for i in plan.starts[q][y]:
+% for i in plan.ends[q][y]:
             cin${i} = ${self.load_c(i, 'col', 1)};
 % endfor
 % endif
@@ -34,17 +34,15 @@
 % for i, v, first in ups:
 % if not first:
         acc${i} += ${lit(v)}*bv;
-% elif beta == 0:
-        ${dtype} acc${i} = ${lit(v)}*bv;
 % else:
-        ${dtype} acc${i} = ${self.beta_scaled(f'cin{i}')} + ${lit(v)}*bv;
+        ${dtype} acc${i} = ${lit(v)}*bv;
 % endif
 % endfor
 % if done:
         if (col < n)
         {
 % for i in done:
-            ${self.store_c(i, 'col', 1, f'acc{i}')};
+    ${self.finish(i, 'col', 1, f'acc{i}', cold=f'cin{i}')}\
 % endfor
         }
 % endif
