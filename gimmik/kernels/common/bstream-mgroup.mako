@@ -111,14 +111,7 @@ ${self.finish(r0 + i, 'col', w, acc(i) if i - s0 in touched else None)}\
 % endif
 % endfor
 % for i in range(s0, s1):
-<%
-    scaled = self.beta_scaled(f'cv{i - s0}')
-%>\
-% if i - s0 in touched:
-            ${self.store_c(r0 + i, 'col', w, acc(i) + ' + ' + scaled)};
-% elif beta != 1:
-            ${self.store_c(r0 + i, 'col', w, scaled)};
-% endif
+    ${self.finish(r0 + i, 'col', w, acc(i) if i - s0 in touched else None, cold=f'cv{i - s0}')}\
 % endfor
 % endif
 </%def>\
@@ -164,14 +157,7 @@ ${self.sched_fence()}\
     touched = {a for per_q in sub.updates for a, _, _, _ in per_q[y]}
 %>\
 % for i in range(s0, s1):
-<%
-    scaled = self.beta_scaled(f'cv{i - s0}')
-%>\
-% if i - s0 in touched:
-            ${self.store_c(r0 + i, 'col', w, f'acc{i - s0}{suffix} + {scaled}')};
-% elif beta != 1:
-            ${self.store_c(r0 + i, 'col', w, scaled)};
-% endif
+    ${self.finish(r0 + i, 'col', w, f'acc{i - s0}{suffix}' if i - s0 in touched else None, cold=f'cv{i - s0}')}\
 % endfor
 </%def>\
 ${per_wave(sub, stores)}\
