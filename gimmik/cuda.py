@@ -339,6 +339,10 @@ class CUDAMatMul(MatMul):
         if (terms is not None and kern.itemsize == 8 and kern.thread_terms()
                 * kern.params.get('width', 1) > terms):
             return False
+        loads = kern.max_thread_loads.get('cuda')
+        if (loads is not None and kern.itemsize == 8
+                and kern.thread_loads() > loads):
+            return False
         est = kern.registers()
         if est is None or kern.terms_bound():
             return True

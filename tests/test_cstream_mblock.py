@@ -18,6 +18,7 @@ from gimmik import CUDAMatMul, HIPMatMul
 from gimmik.base import Candidate
 from gimmik.emulate import run_hip
 from gimmik.targets import HIP
+from gimmik.validate import check_dtype
 from gimmik.families.cstream_mblock import (RUNTIME_STACK, CstreamMblock,
                                             group_reads,
                                             mblock_groups, mblock_rows,
@@ -407,3 +408,41 @@ def test_partitioned_groups_plan_and_offer(rng):
     prism = prism_like(rng, 28, 7)
     assert CstreamMblock.adapt(HIPMatMul(prism), params) is None
 
+
+
+@pytest.mark.parametrize('beta', [0.0, 1.0])
+def test_cuda_group_loads_capped_in_f64(rng, monkeypatch, beta):
+    """A thread's loads over its row group (used B rows, plus its C rows
+    where beta != 0, times the width) bound CUDA f64 m-blocks at
+    MAX_GROUP_LOADS: the groups past it are dropped, the rest offered
+    whatever their width; f32 and HIP keep them."""
+    from gimmik.families.cstream_mblock import MAX_GROUP_LOADS
+    A = np.zeros((128, 512))
+    for i in range(128):
+        A[i, rng.choice(512, 24, replace=False)] = rng.uniform(0.5, 2, 24)
+    S = A != 0
+
+    def mblocks(mm, dtype, *opts):
+        dt = check_dtype(dtype)
+        return {c.variant: mm.kernel(c, dt)
+                for c in mm._candidates(dt, *opts)
+                if c.family == 'cstream-mblock'}
+
+    def cuda(dtype):
+        return mblocks(CUDAMatMul(A, beta=beta, aligne=4), dtype, (9, 0))
+
+    kept = cuda('float64')
+    monkeypatch.setattr(CstreamMblock, 'max_thread_loads', {})
+    every = cuda('float64')
+    for kern in every.values():
+        w = kern.params.get('width', 1)
+        assert kern.thread_loads() == w*max(
+            int(S[g].any(axis=0).sum()) + (beta != 0)*len(g)
+            for g in kern.group_rows)
+    over = {v for v, k in every.items() if k.thread_loads() > MAX_GROUP_LOADS}
+    assert over and set(every) - over == set(kept)
+    monkeypatch.undo()
+    assert over <= set(cuda('float32'))
+    hip = mblocks(HIPMatMul(A, beta=beta, aligne=4), 'float64', 'gfx942',
+                  64)
+    assert any(k.thread_loads() > MAX_GROUP_LOADS for k in hip.values())

@@ -4,8 +4,8 @@ A family object knows its launch geometry, how a table row binds to an
 operator (adapt), its plan, template context, register estimate and cost
 model (work, finish_rows), and the facts platform policies read from its
 class attributes (max_registers, free_registers, register_resident,
-long_min_blocks, max_thread_terms, hoisted_bound, c_store, register_factor,
-padded_tail, no_packed_f32, arch_specific, template_file).
+long_min_blocks, max_thread_terms, max_thread_loads, hoisted_bound, c_store,
+register_factor, padded_tail, no_packed_f32, arch_specific, template_file).
 
 Adding a family ``foo-bar``: a :class:`Family` subclass in foo_bar.py here
 (name, geometry, build_plan, live_values; adapt, context, work where the
@@ -98,6 +98,8 @@ class Family:
     long_min_blocks = None
     # the most terms x columns a thread may run, by platform (f64)
     max_thread_terms = {}
+    # the most values x columns a thread may load, by platform (f64)
+    max_thread_loads = {}
     # CUDA sm_90, f64: (recurring_values() from which ptxas holds more than
     # the estimate counts, the blocks a SM the launch bound then asks)
     hoisted_bound = None
@@ -173,6 +175,10 @@ class Family:
     def thread_terms(self):
         """A's non-zeros a thread's unrolled code runs."""
         return self.info.nnz
+
+    def thread_loads(self):
+        """The B and C values a thread loads (None: not counted)."""
+        return None
 
     def recurring_values(self):
         """The most recurring() values in one thread's code (None: not

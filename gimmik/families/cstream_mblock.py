@@ -31,6 +31,11 @@ RUNTIME_STACK = 2
 PART_MAX_TERMS = 640
 PART_MAX_REUSE = 4
 
+# CUDA f64: the most B and C values (times the width) a thread loads over its
+# row group; ptxas hoists a group's loads: past this 6 of 14 spilled, at or
+# below 1 of 201 (cuda-spill-audit-mblock-loads.csv)
+MAX_GROUP_LOADS = 256
+
 
 def group_reads(A, rows):
     """B rows the row groups `rows` read in all (each group its used B
@@ -94,8 +99,11 @@ class CstreamMblock(Family):
     name = 'cstream-mblock'
     # CUDA: ptxas keeps a row group's unrolled loads closer to the estimate
     max_registers = {'cuda': 200}
+    # left free ptxas spills a few (8-72 bytes at its own 32-56 registers),
+    # yet bounds cost more than that (cuda-h200-mblock-bounds.csv)
     free_registers = FREE_REGISTER_ESTIMATE
     register_resident = True
+    max_thread_loads = {'cuda': MAX_GROUP_LOADS}
 
     @classmethod
     def adapt(cls, mm, params):
@@ -165,6 +173,13 @@ class CstreamMblock(Family):
     def live_values(self):
         return max(plans.batched_live_values(batches)
                    for _, batches in self.plan)
+
+    def thread_loads(self):
+        # each group's used B rows, and its rows of C where beta != 0
+        S = np.asarray(self.A) != 0
+        c = self.mm.beta != 0
+        return self.params.get('width', 1)*max(
+            int(S[g].any(axis=0).sum()) + c*len(g) for g in self.group_rows)
 
     def thread_terms(self):
         # a group's share (contiguous groups)

@@ -1,0 +1,107 @@
+"""The loads a thread of each cstream-mblock build issues over its row group
+(the family's `thread_loads`: used B rows plus, where beta != 0, its rows of
+C, times the width) beside what ptxas made of it in a spill audit: the data
+behind `cstream_mblock.MAX_GROUP_LOADS` (docs/cuda-spills.md).
+
+    PYTHONPATH=. python3 bench/cuda/mblock_loads.py AUDIT.csv [--out CSV]
+
+AUDIT.csv is a `cuda_spill_audit.py` result (both suites' operators, f64,
+sizes rt4 or baked); its m-block rows are matched to the candidates the
+generator makes now with the loads gate lifted (so the builds the gate
+removes are counted too).  Prints the most loads of a build that did not
+spill and the fewest of one that spilled, per launch bound (free or not)."""
+
+import argparse
+import csv
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from bench import RESULTS  # noqa: E402
+from bench.cuda.cuda_spill_audit import SIZES  # noqa: E402
+
+FAMILY = 'cstream-mblock'
+FIELDS = ['op', 'beta', 'sizes', 'variant', 'width', 'thread_loads',
+          'est_registers', 'minblocks', 'registers', 'spill_stores']
+
+
+def suites():
+    from gimmik.operators import suite
+    ops = {}
+    for name in ('pyfr-ops.npz', 'pyfr-ops-p7.npz'):
+        ops.update(suite('*', os.path.join(ROOT, 'bench', 'operators',
+                                           name)))
+    return ops
+
+
+def loads_of(A, beta, sizes):
+    """{variant: thread loads} of A's m-block candidates, the gate lifted."""
+    from gimmik.cuda import CUDAMatMul
+    from gimmik.families.cstream_mblock import CstreamMblock
+    from gimmik.validate import check_dtype
+    dt = check_dtype('float64')
+    saved = CstreamMblock.max_thread_loads
+    CstreamMblock.max_thread_loads = {}
+    try:
+        mm = CUDAMatMul(A, beta=beta, **SIZES[sizes])
+        out = {}
+        for cand in mm._candidates(dt, (9, 0)):
+            if cand.family == FAMILY:
+                out[cand.variant] = mm.kernel(cand, dt).thread_loads()
+        return out
+    finally:
+        CstreamMblock.max_thread_loads = saved
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('audit')
+    ap.add_argument('--out', default=os.path.join(
+        RESULTS, 'cuda-spill-audit-mblock-loads.csv'))
+    args = ap.parse_args(argv)
+    with open(args.audit) as f:
+        rows = [r for r in csv.DictReader(f)
+                if r['family'] == FAMILY and r['dtype'] == 'f64'
+                and not r['error']]
+    ops = suites()
+    cache, out = {}, []
+    for r in rows:
+        key = (r['op'], r['beta'], r['sizes'])
+        if r['op'] not in ops:
+            continue
+        if key not in cache:
+            cache[key] = loads_of(ops[r['op']], float(r['beta']),
+                                  r['sizes'])
+        loads = cache[key].get(r['variant'])
+        if loads is None:
+            continue
+        width = 2 if 'width2' in r['variant'] else 1
+        out.append({'op': r['op'], 'beta': r['beta'], 'sizes': r['sizes'],
+                    'variant': r['variant'], 'width': width,
+                    'thread_loads': loads,
+                    'est_registers': r['est_registers'],
+                    'minblocks': r['minblocks'],
+                    'registers': r['registers'],
+                    'spill_stores': r['spill_stores']})
+    out.sort(key=lambda r: (r['thread_loads'], r['op'], r['variant']))
+    with open(args.out, 'w', newline='') as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        w.writerows(out)
+    for bound in ('free', 'bounded'):
+        sel = [r for r in out if bool(r['minblocks']) == (bound == 'bounded')]
+        ok = [r['thread_loads'] for r in sel if int(r['spill_stores']) == 0]
+        bad = [r['thread_loads'] for r in sel if int(r['spill_stores']) > 0]
+        print(f'{bound}: {len(sel)} builds, {len(bad)} spill; most loads '
+              f'without a spill {max(ok, default="-")}, spilling loads '
+              f'{sorted(bad)}')
+    print(f'wrote {args.out} ({len(out)} rows)')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
