@@ -20,8 +20,10 @@ product moves (B read, C written, and read where beta != 0) are timed in
 turn, --repeats rounds (each WARM launches, then the mean of TIMED launches'
 own start-to-end times), reporting the median and the spread (max - min over
 median).  An operator's kernels are built in a thread pool before its
-walks (none while one is timed).  Rows are appended as each operator
-finishes; no operator starts after --budget seconds.
+walks (none while one is timed); each walk starts on a device kept busy
+for WALK_WARM seconds, and the packages walk first in turn.  Rows are
+appended as each operator finishes; no operator starts after --budget
+seconds.
 
 Device (NVIDIA's OpenCL, python 3.12, no network; from the project root):
     python3 -m venv /tmp/clv && /tmp/clv/bin/pip install -q --no-index \\
@@ -65,6 +67,10 @@ NWARMUP, NBENCH = gpyfr.NWARMUP, PYFR_OPENCL.nbench
 # the timing of the picks: launches before, then timed launches enough for
 # ROUND seconds (at least TIMED)
 WARM, TIMED, ROUND = 3, 20, 2e-3
+# each walk starts on a device kept busy this long, the packages first in
+# turn: neither walks on a GPU left idle by the builds (which did not explain
+# the picks: opencl-h200-walk-warm.csv)
+WALK_WARM = 0.05
 # checked against float64 NumPy, relative to each element's scale
 TOL = 1e-12
 # quick: two small operators, one with beta = 1, at a CPU-sized n
@@ -75,7 +81,7 @@ FIELDS = ['op', 'm', 'k', 'nnz', 'beta', 'n', 'aligne', 'ours_variant',
           'up_pick', 'ours_us', 'up_us', 'ratio', 'ours_spread',
           'up_spread', 'copy_us', 'copy_gbps', 'ours_copy_fraction',
           'up_copy_fraction', 'ours_err', 'up_err', 'ours_walk', 'up_walk',
-          'ours_each', 'up_each', 'device']
+          'ours_each', 'up_each', 'first_walk', 'device']
 
 NVIDIA_DIRS = ('/usr/lib/x86_64-linux-gnu', '/usr/lib64', '/usr/lib',
                '/usr/local/nvidia/lib64', '/usr/local/cuda/lib64',
@@ -199,6 +205,15 @@ class Device:
         self.queue.finish()
         return (end.profile.end - start.profile.start)*1e-9 / NBENCH
 
+    def busy(self, fn, seconds):
+        """Launch fn back to back for `seconds` of device time (the
+        clocks up before a walk)."""
+        t = time.perf_counter()
+        while time.perf_counter() - t < seconds:
+            for _ in range(10):
+                fn()
+            self.queue.finish()
+
     def mean_time(self, fn, launches=TIMED):
         # each launch's own start-to-end: the gaps between launches are the
         # host's enqueue rate, not the kernel (small kernels run ~10 us)
@@ -259,7 +274,8 @@ def check(dev, kern, meta, A, beta, b_host, c_host, n, ld):
     return rel_error(out[:, :n], ref, scale)
 
 
-def run_op(dev, name, A, beta, n, up, repeats, nkerns, each=False):
+def run_op(dev, name, A, beta, n, up, repeats, nkerns, each=False,
+           up_first=False):
     from pyopencl import array as cla
     from gimmik.analysis import analyse
     from gimmik.opencl import OpenCLMatMul
@@ -274,6 +290,8 @@ def run_op(dev, name, A, beta, n, up, repeats, nkerns, each=False):
     b = cla.to_device(dev.queue, b_host)
     c = cla.to_device(dev.queue, c_host)
     gens = (('ours', OpenCLMatMul), ('up', up.OpenCLMatMul))
+    if up_first:
+        gens = gens[::-1]
     # every source of both walks built before either is timed: PyFR builds
     # each before timing it, so no build may run during a walk (under
     # background builds, of eight walked the first timed 1.39x its own
@@ -282,8 +300,18 @@ def run_op(dev, name, A, beta, n, up, repeats, nkerns, each=False):
         gen, A, beta, aligne, n, ld, kname, dev.local_mem_size, nkerns)]
     dev.build_ahead(srcs)
     cf.wait([dev.built[src] for src in srcs])
+    # the copy moving the product's bytes: B read, C written (and read)
+    moved = moved_bytes(analyse(A), beta, n, 8)
+    half = max(8, moved // 2 // 8 * 8)
+    csrc = dev.cl.Buffer(dev.ctx, dev.cl.mem_flags.READ_WRITE, half)
+    cdst = dev.cl.Buffer(dev.ctx, dev.cl.mem_flags.READ_WRITE, half)
+    dev.cl.enqueue_fill_buffer(dev.queue, csrc, np.float64(1.0), 0, half)
+
+    def copy():
+        return dev.cl.enqueue_copy(dev.queue, cdst, csrc)
     picks, walks = {}, {}
     for label, gen in gens:
+        dev.busy(copy, WALK_WARM)
         pick, timed = walk(dev, gen, A, beta, aligne, n, ld, kname, b.data,
                            c.data, nkerns)
         picks[label], walks[label] = pick, timed
@@ -296,16 +324,10 @@ def run_op(dev, name, A, beta, n, up, repeats, nkerns, each=False):
         kerns[label] = dev.kernel(pick[0], kname)
         errs[label] = check(dev, kerns[label], pick[1], A, beta, b_host,
                             c_host, n, ld)
-    # the copy moving the product's bytes: B read, C written (and read)
-    moved = moved_bytes(analyse(A), beta, n, 8)
-    half = max(8, moved // 2 // 8 * 8)
-    csrc = dev.cl.Buffer(dev.ctx, dev.cl.mem_flags.READ_WRITE, half)
-    cdst = dev.cl.Buffer(dev.ctx, dev.cl.mem_flags.READ_WRITE, half)
-    dev.cl.enqueue_fill_buffer(dev.queue, csrc, np.float64(1.0), 0, half)
     timers = {label: (lambda kern=kerns[label], meta=picks[label][1]:
                       dev.launch(kern, meta, b.data, c.data, n))
               for label in kerns}
-    timers['copy'] = lambda: dev.cl.enqueue_copy(dev.queue, cdst, csrc)
+    timers['copy'] = copy
     times = {label: [] for label in timers}
     walked = [p[2] for p in picks.values() if p] or [ROUND]
     launches = int(min(500, max(TIMED, ROUND / min(walked))))
@@ -347,6 +369,7 @@ def run_op(dev, name, A, beta, n, up, repeats, nkerns, each=False):
                            launches) if each else '',
         'up_each': every(dev, walks['up'], kname, b, c, n,
                          launches) if each else '',
+        'first_walk': gens[0][0],
         'device': dev.rt.device,
     }
 
@@ -443,8 +466,9 @@ def main(argv=None):
                 break
             t = time.perf_counter()
             try:
+                # the packages walk first in turn
                 row = run_op(dev, name, A, beta, args.n, up, args.repeats,
-                             proto.nkerns, args.each)
+                             proto.nkerns, args.each, up_first=i % 2 == 1)
             except Exception as e:      # one operator's failure is a row
                 row = {'op': name, 'ours_walk': f'error: {type(e).__name__}:'
                        f' {e}'[:300], 'device': dev.rt.device}
