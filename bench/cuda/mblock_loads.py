@@ -5,8 +5,8 @@ behind `cstream_mblock.MAX_GROUP_LOADS` (docs/cuda-spills.md).
 
     PYTHONPATH=. python3 bench/cuda/mblock_loads.py AUDIT.csv [--out CSV]
 
-AUDIT.csv is a `cuda_spill_audit.py` result (both suites' operators, f64,
-sizes rt4 or baked); its m-block rows are matched to the candidates the
+AUDIT.csv is a `cuda_spill_audit.py` result (both suites' operators, f64
+or f32, sizes rt4 or baked); its m-block rows are matched to the candidates the
 generator makes now with the loads gate lifted (so the builds the gate
 removes are counted too).  Prints the most loads of a build that did not
 spill and the fewest of one that spilled, per launch bound (free or not)."""
@@ -22,10 +22,11 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from bench import RESULTS  # noqa: E402
-from bench.cuda.cuda_spill_audit import SIZES  # noqa: E402
+from bench.cuda.cuda_spill_audit import DTYPES, SIZES  # noqa: E402
 
 FAMILY = 'cstream-mblock'
-FIELDS = ['op', 'beta', 'sizes', 'variant', 'width', 'thread_loads',
+FIELDS = ['op', 'dtype', 'beta', 'sizes', 'variant', 'width',
+          'thread_loads',
           'est_registers', 'minblocks', 'registers', 'spill_stores']
 
 
@@ -38,12 +39,12 @@ def suites():
     return ops
 
 
-def loads_of(A, beta, sizes):
+def loads_of(A, beta, sizes, dtype='f64'):
     """{variant: thread loads} of A's m-block candidates, the gate lifted."""
     from gimmik.cuda import CUDAMatMul
     from gimmik.families.cstream_mblock import CstreamMblock
     from gimmik.validate import check_dtype
-    dt = check_dtype('float64')
+    dt = check_dtype(DTYPES[dtype])
     saved = CstreamMblock.max_thread_loads
     CstreamMblock.max_thread_loads = {}
     try:
@@ -65,22 +66,22 @@ def main(argv=None):
     args = ap.parse_args(argv)
     with open(args.audit) as f:
         rows = [r for r in csv.DictReader(f)
-                if r['family'] == FAMILY and r['dtype'] == 'f64'
-                and not r['error']]
+                if r['family'] == FAMILY and not r['error']]
     ops = suites()
     cache, out = {}, []
     for r in rows:
-        key = (r['op'], r['beta'], r['sizes'])
+        key = (r['op'], r['beta'], r['sizes'], r['dtype'])
         if r['op'] not in ops:
             continue
         if key not in cache:
             cache[key] = loads_of(ops[r['op']], float(r['beta']),
-                                  r['sizes'])
+                                  r['sizes'], r['dtype'])
         loads = cache[key].get(r['variant'])
         if loads is None:
             continue
         width = 2 if 'width2' in r['variant'] else 1
-        out.append({'op': r['op'], 'beta': r['beta'], 'sizes': r['sizes'],
+        out.append({'op': r['op'], 'dtype': r['dtype'], 'beta': r['beta'],
+                    'sizes': r['sizes'],
                     'variant': r['variant'], 'width': width,
                     'thread_loads': loads,
                     'est_registers': r['est_registers'],
