@@ -100,7 +100,7 @@ class CstreamMblock(Family):
     # CUDA: ptxas keeps a row group's unrolled loads closer to the estimate
     max_registers = {'cuda': 200}
     # left free ptxas spills a few (8-72 bytes at its own 32-56 registers),
-    # yet bounds cost more than that (cuda-h200-mblock-bounds.csv)
+    # yet a bound on every free one costs more (cuda-h200-mblock-bounds.csv)
     free_registers = FREE_REGISTER_ESTIMATE
     register_resident = True
     max_thread_loads = {'cuda': MAX_GROUP_LOADS}
