@@ -5,10 +5,10 @@ behind `cstream_mblock.MAX_GROUP_LOADS` (docs/cuda-spills.md).
 
     PYTHONPATH=. python3 bench/cuda/mblock_loads.py AUDIT.csv [--out CSV]
 
-AUDIT.csv is a `cuda_spill_audit.py` result (both suites' operators, f64
-or f32, sizes rt4 or baked); its m-block rows are matched to the candidates the
-generator makes now with the loads gate lifted (so the builds the gate
-removes are counted too).  Prints the most loads of a build that did not
+AUDIT.csv is a `cuda_spill_audit.py` result (both suites' operators and
+their thinned copies, f64 or f32, sizes rt4 or baked); its m-block rows are
+matched to the candidates the generator makes now with the loads gate
+lifted (so the builds the gate removes are counted too).  Prints the most loads of a build that did not
 spill and the fewest of one that spilled, per launch bound (free or not)."""
 
 import argparse
@@ -22,7 +22,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from bench import RESULTS  # noqa: E402
-from bench.cuda.cuda_spill_audit import DTYPES, SIZES  # noqa: E402
+from bench.cuda.cuda_spill_audit import (DTYPES, SIZES,  # noqa: E402
+                                         load_ops)
 
 FAMILY = 'cstream-mblock'
 FIELDS = ['op', 'dtype', 'beta', 'sizes', 'variant', 'width',
@@ -30,17 +31,9 @@ FIELDS = ['op', 'dtype', 'beta', 'sizes', 'variant', 'width',
           'est_registers', 'minblocks', 'registers', 'spill_stores']
 
 
-def suites():
-    from gimmik.operators import suite
-    ops = {}
-    for name in ('pyfr-ops.npz', 'pyfr-ops-p7.npz'):
-        ops.update(suite('*', os.path.join(ROOT, 'bench', 'operators',
-                                           name)))
-    return ops
-
-
 def loads_of(A, beta, sizes, dtype='f64'):
-    """{variant: thread loads} of A's m-block candidates, the gate lifted."""
+    """{variant: (thread loads, width)} of A's m-block candidates, the gate
+    lifted."""
     from gimmik.cuda import CUDAMatMul
     from gimmik.families.cstream_mblock import CstreamMblock
     from gimmik.validate import check_dtype
@@ -52,7 +45,9 @@ def loads_of(A, beta, sizes, dtype='f64'):
         out = {}
         for cand in mm._candidates(dt, (9, 0)):
             if cand.family == FAMILY:
-                out[cand.variant] = mm.kernel(cand, dt).thread_loads()
+                kern = mm.kernel(cand, dt)
+                out[cand.variant] = (kern.thread_loads(),
+                                     kern.params.get('width', 1))
         return out
     finally:
         CstreamMblock.max_thread_loads = saved
@@ -67,7 +62,8 @@ def main(argv=None):
     with open(args.audit) as f:
         rows = [r for r in csv.DictReader(f)
                 if r['family'] == FAMILY and not r['error']]
-    ops = suites()
+    # the suites' operators, and their thinned copies where the audit has them
+    ops = load_ops(['*'], any('~' in r['op'] for r in rows), float('inf'))
     cache, out = {}, []
     for r in rows:
         key = (r['op'], r['beta'], r['sizes'], r['dtype'])
@@ -76,10 +72,9 @@ def main(argv=None):
         if key not in cache:
             cache[key] = loads_of(ops[r['op']], float(r['beta']),
                                   r['sizes'], r['dtype'])
-        loads = cache[key].get(r['variant'])
-        if loads is None:
+        if r['variant'] not in cache[key]:
             continue
-        width = 2 if 'width2' in r['variant'] else 1
+        loads, width = cache[key][r['variant']]
         out.append({'op': r['op'], 'dtype': r['dtype'], 'beta': r['beta'],
                     'sizes': r['sizes'],
                     'variant': r['variant'], 'width': width,

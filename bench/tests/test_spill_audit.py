@@ -30,8 +30,9 @@ def test_mblock_loads_counts_gated_builds_too(tmp_path):
     from bench.cuda import mblock_loads
     from gimmik.families.cstream_mblock import (MAX_GROUP_LOADS,
                                                 CstreamMblock)
-    A = mblock_loads.suites()['p7-hex-m0']
-    loads = mblock_loads.loads_of(A, 0.0, 'rt4')
+    A = audit.load_ops(['p7-hex-m0'], False, float('inf'))['p7-hex-m0']
+    loads = {v: n for v, (n, _) in
+             mblock_loads.loads_of(A, 0.0, 'rt4').items()}
     assert CstreamMblock.max_thread_loads == {'cuda': MAX_GROUP_LOADS}
     over = {v for v, n in loads.items() if n > MAX_GROUP_LOADS}
     assert over and set(loads) - over
