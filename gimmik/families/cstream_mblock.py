@@ -37,11 +37,16 @@ PART_MAX_REUSE = 4
 MAX_GROUP_LOADS = 256
 
 
+def group_used_rows(A, rows):
+    """[B rows each of the row groups `rows` uses]."""
+    S = np.asarray(A) != 0
+    return [int(S[g].any(axis=0).sum()) for g in rows]
+
+
 def group_reads(A, rows):
     """B rows the row groups `rows` read in all (each group its used B
     rows once)."""
-    S = np.asarray(A) != 0
-    return sum(int(S[g].any(axis=0).sum()) for g in rows)
+    return sum(group_used_rows(A, rows))
 
 
 def mblock_rows(A, params):
@@ -176,10 +181,10 @@ class CstreamMblock(Family):
 
     def thread_loads(self):
         # each group's used B rows, and its rows of C where beta != 0
-        S = np.asarray(self.A) != 0
         c = self.mm.beta != 0
+        rows = self.group_rows
         return self.params.get('width', 1)*max(
-            int(S[g].any(axis=0).sum()) + c*len(g) for g in self.group_rows)
+            u + c*len(g) for u, g in zip(group_used_rows(self.A, rows), rows))
 
     def thread_terms(self):
         # a group's share (contiguous groups)
