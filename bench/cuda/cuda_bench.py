@@ -4,12 +4,13 @@ operator, then a summary.
 
     PYTHONPATH=. python3 bench/cuda/cuda_bench.py --out DIR [--ops GLOBS]
         [--suite FILE.npz] [--mib 512] [--budget 480] [--no-cublaslt]
+        [--dtype f64|f32]
 
-DIR/sweep.csv has one row per operator (f64; beta = 1 for m3 and m6, else
-0): gimmik's best candidate, the vendor baseline (the fastest of the cuda
-runtime's vendor formulations: cuBLAS ?gemm with A stored either way,
-CuPy's cupy.cublas.gemm('N', 'N', A, B, C), cuBLASLt's heuristic
-algorithms) and its formulation, and the copy bandwidth; DIR/candidates.csv
+DIR/sweep.csv has one row per operator (--dtype, f64 by default; beta = 1
+for m3 and m6, else 0): gimmik's best candidate, the vendor baseline (the
+fastest of the cuda runtime's vendor formulations: cuBLAS ?gemm with A
+stored either way, CuPy's cupy.cublas.gemm('N', 'N', A, B, C), cuBLASLt's
+heuristic algorithms) and its formulation, and the copy bandwidth; DIR/candidates.csv
 every candidate's and every formulation's time or error.  Every output is
 checked (against NumPy for the vendor's formulations, against the vendor's
 output for the candidates) before it is timed.  The summary counts the
@@ -42,6 +43,8 @@ def main(argv=None):
                     help='B + C take at least this many MiB per operator')
     ap.add_argument('--budget', type=float, default=480,
                     help='start no operator after this many seconds')
+    from gimmik.validate import add_dtype_argument
+    add_dtype_argument(ap)
     ap.add_argument('--no-cublaslt', action='store_true',
                     help='leave cuBLASLt out of the vendor baseline')
     ap.add_argument('--check', action='store_true',
@@ -64,7 +67,7 @@ def main(argv=None):
     rt = Runtime(cublaslt=not args.no_cublaslt)
     print(f'{rt.device}, compiler {rt.compiler}', flush=True)
     sweep(args.out, ops=args.ops, ops_path=args.suite, platform='cuda',
-          mib=args.mib,
+          dtype=args.dtype, mib=args.mib,
           runtime=rt, use_cache=False, budget_s=args.budget,
           progress=SweepBar(stream=sys.stdout))
     from gimmik.report import vendor_lines

@@ -6,7 +6,8 @@ bounds, on the GPU: whether a bound that keeps ptxas from spilling pays
         [--out DIR] [--name NAME]
 
 CASES.txt: one candidate a line, `OP VARIANT BOUND...` (a BOUND is what
-goes between the parentheses of __launch_bounds__, e.g. `128,8`). Each is
+goes between the parentheses of __launch_bounds__, e.g. `128,8`; `none`
+for no launch bounds). Each is
 checked against A @ B + beta*C on the GPU and timed at n = 110080 and at B
 + C = 512 MiB, the bounds interleaved, 7 rounds of 10 launches, medians.
 
@@ -31,6 +32,7 @@ if ROOT not in sys.path:
 ROUNDS = 7
 FIELDS = ['op', 'variant', 'n', 'bound', 'registers', 'local_mem', 'err',
           'time_us', 'over_offered', 'device']
+_BOUNDS = re.compile(r'__launch_bounds__\([^)]*\)')
 COMPILE_FIELDS = ['op', 'variant', 'sizes', 'bound', 'registers', 'stack',
                   'spill_stores', 'spill_loads', 'error']
 
@@ -40,11 +42,12 @@ def panel_sizes(m, k):
 
 
 def with_bound(src, bound):
-    """src with its launch bounds replaced by `bound` (None: as offered)."""
+    """src with its launch bounds replaced by `bound` (None: as offered;
+    'none': removed, leaving ptxas no cap below its 255 registers)."""
     if bound is None:
         return src
-    return re.sub(r'__launch_bounds__\([^)]*\)',
-                  f'__launch_bounds__({bound})', src)
+    new = '' if bound == 'none' else f'__launch_bounds__({bound})'
+    return _BOUNDS.sub(new, src, count=1)
 
 
 def case_source(op, var, sizes):

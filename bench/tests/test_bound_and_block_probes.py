@@ -24,6 +24,8 @@ def test_with_bound_replaces_only_the_launch_bounds():
                         src.index(')', src.index('__launch_bounds__(')) + 1],
                     '')
     assert lb.with_bound(src, None) == src
+    assert lb.with_bound(src, 'none') == new.replace(
+        '__launch_bounds__(128,8)', '')
 
 
 def test_panel_sizes_reach_512_mib():
