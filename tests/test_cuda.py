@@ -905,6 +905,31 @@ def test_warprows_gets_free_launch_bounds(rng):
     assert '__launch_bounds__(128, 1)' in src
 
 
+def test_warprows_estimate_capped_on_cuda(rng, monkeypatch):
+    """CUDA offers bstream-warprows up to its max_registers estimate (the
+    builds above it ran 1.5-2.1x their operator's best): lifted, the cap's
+    builds come back and are exactly the ones over it."""
+    from gimmik.families.bstream_warprows import BstreamWarpRows
+    dt = check_dtype('float64')
+    cap = BstreamWarpRows.max_registers['cuda']
+
+    def warprows(A):
+        mm = CUDAMatMul(A, beta=1.0, aligne=4)
+        return {c.variant: mm.kernel(c, dt).registers()
+                for c in mm._candidates(dt, (9, 0))
+                if c.family == 'bstream-warprows'}
+
+    ops = [random_operator(rng, 343, 294, 0.03),
+           random_operator(rng, 200, 150, 0.05)]
+    kept = [warprows(A) for A in ops]
+    monkeypatch.setattr(BstreamWarpRows, 'max_registers', {})
+    every = [warprows(A) for A in ops]
+    assert any(est > cap for e in every for est in e.values())
+    assert any(kept)
+    for k, e in zip(kept, every):
+        assert k == {v: est for v, est in e.items() if est <= cap}
+
+
 def baked_cut(ranked, one):
     """The first BAKED_OFFER one-column variants, and the first of another
     family where those share one."""

@@ -38,6 +38,10 @@ class BstreamWarpRows(Family):
     register_resident = True
     # and where a warp's code reuses HOISTED_VALUES of A's values
     hoisted_bound = (HOISTED_VALUES, 1)
+    # CUDA: at most half a thread's 255 registers estimated; the five free
+    # builds above it ran 1.54-2.09x their operators' best, one spilled at
+    # every bound (cuda-h200-all-candidates.csv, docs/cuda-spills.md)
+    max_registers = {'cuda': 128}
 
     @classmethod
     def adapt(cls, mm, params):
