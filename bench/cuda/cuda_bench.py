@@ -10,10 +10,11 @@ DIR/sweep.csv has one row per operator (--dtype, f64 by default; beta = 1
 for m3 and m6, else 0): gimmik's best candidate, the vendor baseline (the
 fastest of the cuda runtime's vendor formulations: cuBLAS ?gemm with A
 stored either way, CuPy's cupy.cublas.gemm('N', 'N', A, B, C), cuBLASLt's
-heuristic algorithms) and its formulation, and the copy bandwidth; DIR/candidates.csv
-every candidate's and every formulation's time or error.  Every output is
-checked (against NumPy for the vendor's formulations, against the vendor's
-output for the candidates) before it is timed.  The summary counts the
+heuristic algorithms) and its formulation, and the copy bandwidth;
+DIR/candidates.csv every candidate's and every formulation's time or
+error.  Every output is checked (against NumPy for the vendor's
+formulations, against the vendor's output for the candidates) before it is
+timed.  The summary counts the
 operators whose vendor time is above CuPy's plain cupy-gemm formulation.
 No operator is started after --budget seconds; the same command resumes.
 
