@@ -1,5 +1,5 @@
-"""Time CUDA candidates (n at run time) as offered and with other launch
-bounds, on the GPU: whether a bound that keeps ptxas from spilling pays
+"""Time CUDA candidates as offered and with other launch bounds, on the
+GPU: whether a bound that keeps ptxas from spilling pays
 (bench/results/cuda-h200-spill-bounds.csv, docs/cuda-spills.md).
 
     PYTHONPATH=. python3 bench/cuda/cuda_launch_bounds.py CASES.txt \\
@@ -9,7 +9,8 @@ CASES.txt: one candidate a line, `OP VARIANT BOUND...` (a BOUND is what
 goes between the parentheses of __launch_bounds__, e.g. `128,8`; `none`
 for no launch bounds). Each is
 checked against A @ B + beta*C on the GPU and timed at n = 110080 and at B
-+ C = 512 MiB, the bounds interleaved, 7 rounds of 10 launches, medians.
++ C = 512 MiB, the bounds interleaved, 7 rounds of 10 launches, medians;
+n at run time, or with --sizes baked baked to each panel size.
 
 --compile-only (no GPU): each bound's ptxas registers and spill bytes
 (nvcc -cubin -arch=sm_90), the candidates as offered with n at run time or,
@@ -30,8 +31,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 ROUNDS = 7
-FIELDS = ['op', 'variant', 'n', 'bound', 'registers', 'local_mem', 'err',
-          'time_us', 'over_offered', 'device']
+FIELDS = ['op', 'variant', 'sizes', 'n', 'bound', 'registers', 'local_mem',
+          'err', 'time_us', 'over_offered', 'device']
 _BOUNDS = re.compile(r'__launch_bounds__\([^)]*\)')
 COMPILE_FIELDS = ['op', 'variant', 'sizes', 'bound', 'registers', 'stack',
                   'spill_stores', 'spill_loads', 'error']
@@ -100,7 +101,8 @@ def main(argv=None):
     ap.add_argument('--compile-only', action='store_true',
                     help="ptxas's registers and spills, no GPU")
     ap.add_argument('--sizes', default='rt4', choices=('rt4', 'baked'),
-                    help='with --compile-only: n at run time or baked')
+                    help='n at run time or baked (with --compile-only at '
+                    'PyFR\'s n, timed at each panel size)')
     args = ap.parse_args(argv)
     with open(args.cases) as f:
         cases = [line.split() for line in f if line.strip()]
@@ -117,6 +119,14 @@ def main(argv=None):
             A, beta, src, meta = case_source(op, var, {'aligne': 4})
             m, k = A.shape
             for label, n in panel_sizes(m, k).items():
+                if args.sizes == 'baked':
+                    # each panel size its own source, n baked as PyFR does
+                    try:
+                        _, _, src, meta = case_source(
+                            op, var, {'aligne': 4, 'n': n, 'ldb': n, 'ldc': n})
+                    except StopIteration:
+                        print(f'{op} {var} {label}: not offered', flush=True)
+                        continue
                 b = cp.random.standard_normal((k, n))
                 c0 = cp.random.standard_normal((m, n))
                 ref = cp.asarray(A) @ b + beta*c0
@@ -136,7 +146,8 @@ def main(argv=None):
                 t0 = statistics.median(times[None])
                 for bound, (launch, err, attrs) in runs.items():
                     t = statistics.median(times[bound])
-                    w.writerow({'op': op, 'variant': var, 'n': label,
+                    w.writerow({'op': op, 'variant': var,
+                                'sizes': args.sizes, 'n': label,
                                 'bound': bound or 'offered',
                                 'registers': attrs['registers'],
                                 'local_mem': attrs['local_mem'],
