@@ -32,6 +32,7 @@ def bare_runtime(monkeypatch, compiler='nvcc'):
     rt = cudart.Runtime.__new__(cudart.Runtime)
     rt._init_state()
     rt.cc, rt.compiler = (9, 0), compiler
+    rt.spill_l1 = False     # the stand-in kernels have no attributes
     builds = []
     real_build = rt.build
 
@@ -111,3 +112,28 @@ def test_nvrtc_prepares_nothing(monkeypatch, rng):
     rt, builds = bare_runtime(monkeypatch, compiler='nvrtc')
     rt.prepare(kernels(rng, 4, 4))
     assert rt._prepared == {} and builds == []
+
+
+def test_prefer_l1_only_for_spilling_kernels_without_shared(monkeypatch):
+    """As PyFR's CUDA backend: the largest L1 (carveout 0) is asked for a
+    kernel with local memory and no static shared memory, nothing else."""
+    import sys
+    import types
+    from gimmik.runtime.cuda import prefer_l1
+    calls = []
+    fake = types.SimpleNamespace(
+        CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT=9,
+        funcSetAttribute=lambda *a: calls.append(a))
+    api = types.ModuleType('cupy_backends.cuda.api')
+    api.driver = fake
+    for name, mod in (('cupy_backends', types.ModuleType('cupy_backends')),
+                      ('cupy_backends.cuda',
+                       types.ModuleType('cupy_backends.cuda')),
+                      ('cupy_backends.cuda.api', api),
+                      ('cupy_backends.cuda.api.driver', fake)):
+        monkeypatch.setitem(sys.modules, name, mod)
+    assert not prefer_l1(7, 0, 0)
+    assert not prefer_l1(7, 16, 4096)
+    assert calls == []
+    assert prefer_l1(7, 16, 0)
+    assert calls == [(7, 9, 0)]

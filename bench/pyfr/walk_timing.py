@@ -134,6 +134,7 @@ class Device:
     def load(self, cubin, kname):
         """(function, attributes) of a cubin; the L1 carveout preferred
         when the kernel spills and has no shared memory, as PyFR does."""
+        from gimmik.runtime.cuda import prefer_l1
         d = self.driver
         mod = self.cupy.cuda.function.Module()
         mod.load(cubin)
@@ -144,10 +145,7 @@ class Device:
                      d.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, fn.ptr),
                  'shared_mem': d.funcGetAttribute(
                      d.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn.ptr)}
-        if attrs['local_mem'] and not attrs['shared_mem']:
-            d.funcSetAttribute(
-                fn.ptr, d.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                0)
+        prefer_l1(fn.ptr, attrs['local_mem'], attrs['shared_mem'])
         return fn, attrs
 
     def launch(self, fn, meta, b, c):
