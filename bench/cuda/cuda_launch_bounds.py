@@ -7,7 +7,9 @@ GPU: whether a bound that keeps ptxas from spilling pays
 
 CASES.txt: one candidate a line, `OP VARIANT BOUND...` (a BOUND is what
 goes between the parentheses of __launch_bounds__, e.g. `128,8`; `none`
-for no launch bounds). Each is
+for no launch bounds; `driver-l1`, timed only: the build as offered with
+the driver's L1 carveout, not the largest L1 a spilling kernel gets from
+gimmik.runtime.cuda.prefer_l1 as from PyFR). Each is
 checked against A @ B + beta*C on the GPU and timed at n = 110080 and at B
 + C = 512 MiB, the bounds interleaved, 7 rounds of 10 launches, medians;
 n at run time, or with --sizes baked baked to each panel size.
@@ -34,6 +36,8 @@ ROUNDS = 7
 FIELDS = ['op', 'variant', 'sizes', 'n', 'bound', 'registers', 'local_mem',
           'err', 'time_us', 'over_offered', 'device']
 _BOUNDS = re.compile(r'__launch_bounds__\([^)]*\)')
+# a timing-only BOUND: the build as offered, loaded without prefer_l1
+DRIVER_L1 = 'driver-l1'
 COMPILE_FIELDS = ['op', 'variant', 'sizes', 'bound', 'registers', 'stack',
                   'spill_stores', 'spill_loads', 'error']
 
@@ -132,7 +136,14 @@ def main(argv=None):
                 ref = cp.asarray(A) @ b + beta*c0
                 runs = {}
                 for bound in [None] + bounds:
-                    launch = rt.compile(with_bound(src, bound), meta)
+                    if bound == DRIVER_L1:
+                        rt.spill_l1 = False
+                        try:
+                            launch = rt.compile(src, meta)
+                        finally:
+                            rt.spill_l1 = True
+                    else:
+                        launch = rt.compile(with_bound(src, bound), meta)
                     c = c0.copy()
                     launch(b, c, n, n, n)
                     err = float(cp.abs(c - ref).max() / cp.abs(ref).max())
