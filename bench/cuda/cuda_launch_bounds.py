@@ -35,7 +35,8 @@ if ROOT not in sys.path:
 ROUNDS = 7
 FIELDS = ['op', 'variant', 'sizes', 'n', 'bound', 'registers', 'local_mem',
           'err', 'time_us', 'over_offered', 'device']
-_BOUNDS = re.compile(r'__launch_bounds__\([^)]*\)')
+# a source's launch bounds, its threads a block the first group
+BOUNDS = re.compile(r'__launch_bounds__\((\d+)[^)]*\)')
 # a timing-only BOUND: the build as offered, loaded without prefer_l1
 DRIVER_L1 = 'driver-l1'
 COMPILE_FIELDS = ['op', 'variant', 'sizes', 'bound', 'registers', 'stack',
@@ -52,7 +53,7 @@ def with_bound(src, bound):
     if bound is None:
         return src
     new = '' if bound == 'none' else f'__launch_bounds__({bound})'
-    return _BOUNDS.sub(new, src, count=1)
+    return BOUNDS.sub(new, src, count=1)
 
 
 def case_source(op, var, sizes):

@@ -8,8 +8,9 @@ behind `cstream_mblock.MAX_GROUP_LOADS` (docs/cuda-spills.md).
 AUDIT.csv is a `cuda_spill_audit.py` result (both suites' operators and
 their thinned copies, f64 or f32, sizes rt4 or baked); its m-block rows are
 matched to the candidates the generator makes now with the loads gate
-lifted (so the builds the gate removes are counted too).  Prints the most loads of a build that did not
-spill and the fewest of one that spilled, per launch bound (free or not)."""
+lifted (so the builds the gate removes are counted too).  Prints the most
+loads of a build that did not spill and the fewest of one that spilled, per
+launch bound (free or not)."""
 
 import argparse
 import csv

@@ -15,9 +15,10 @@ share the spill audit's cache."""
 import argparse
 import csv
 import os
-import re
 import shutil
 import sys
+
+import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -26,11 +27,10 @@ if ROOT not in sys.path:
 
 from bench import RESULTS  # noqa: E402
 from bench.cuda import cuda_spill_audit as audit  # noqa: E402
-from bench.cuda.cuda_launch_bounds import with_bound  # noqa: E402
+from bench.cuda.cuda_launch_bounds import BOUNDS, with_bound  # noqa: E402
 
 # 255 registers x 256 threads still fit an SM's 64K registers
 MAX_THREADS = 256
-_THREADS = re.compile(r'__launch_bounds__\((\d+)')
 FIELDS = ['op', 'dtype', 'sizes', 'variant', 'family', 'est_registers',
           'minblocks', 'nthreads', 'registers', 'spill_stores',
           'registers_none', 'spill_stores_none']
@@ -68,14 +68,15 @@ def main(argv=None):
     ops = audit.load_ops(['*'], any('~' in op for op, _, _ in want),
                          float('inf'))
     cache = audit.Cache(args.cache)
-    rows, todo = [], {}
+    rows, todo, nnz_of = [], {}, {}
     for (op, sizes, dtype), variants in sorted(want.items()):
+        nnz = int(np.count_nonzero(ops[op]))
         for _, var, fam, est, mb, src in audit.candidates(
                 ops[op], default_beta(op.split('~')[0]), audit.SIZES[sizes],
                 (9, 0), dtype=audit.DTYPES[dtype]):
             if var not in variants:
                 continue
-            nthreads = int(_THREADS.search(src)[1])
+            nthreads = int(BOUNDS.search(src)[1])
             srcs = {'': src}
             if nthreads <= MAX_THREADS:
                 srcs['_none'] = with_bound(src, 'none')
@@ -84,12 +85,14 @@ def main(argv=None):
                 keys[suffix] = audit.src_key(s, 'sm_90')
                 if cache.get(keys[suffix]) is None:
                     todo[keys[suffix]] = s
+                    nnz_of[keys[suffix]] = nnz
             rows.append(({'op': op, 'dtype': dtype, 'sizes': sizes,
                           'variant': var, 'family': fam,
                           'est_registers': est, 'minblocks': mb or '',
                           'nthreads': nthreads}, keys))
     print(f'{len(rows)} builds, {len(todo)} sources to compile', flush=True)
-    batches = audit.batches(sorted(todo.items()), dict.fromkeys(todo, 0))
+    # the audit's batching: big operators' sources in nvcc runs of their own
+    batches = audit.batches(sorted(todo.items()), nnz_of)
     for i, batch in enumerate(batches):
         for key, res in audit.compile_batch(nvcc, batch, 'sm_90').items():
             cache.put(key, res)
