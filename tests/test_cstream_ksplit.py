@@ -21,6 +21,7 @@ from gimmik import CUDAMatMul, HIPMatMul, OpenCLMatMul
 from gimmik.base import Candidate
 from gimmik.pyfr import PROTOCOLS, walk
 from gimmik.targets import HIP
+from gimmik.families import cstream_ksplit
 from gimmik.families.cstream_ksplit import CHUNKED_GATES, CstreamKsplit
 
 OPTS = HIP_OPTS
@@ -285,3 +286,21 @@ def test_passes_not_pruned_with_the_one_pass_ksplit(rng):
     after = walked(lambda v: 'chunk' in v)
     assert not any('chunk' in v for v in after[first + 1:])
     assert any('chunk' not in v for v in after[first + 1:])
+
+
+def test_opencl_parts_hold_more_than_two_used_columns(rng, monkeypatch):
+    # 9 used columns: four parts of 2.25 offered, and with an unused column
+    # (8 used) not; two parts of 4 both times.  HIP keeps all four parts.
+    A = random_operator(rng, 12, 9, 0.6)
+    A[:, 0] = 1.0
+
+    def ksplits(mm):
+        return {c.params['ksplit'] for c in mm.candidates(np.float64)
+                if c.family == 'cstream-ksplit' and 'chunk' not in c.params}
+    assert ksplits(OpenCLMatMul(A)) == {2, 4}
+    A[:, 0] = 0
+    assert ksplits(OpenCLMatMul(A)) == {2}
+    assert {2, 4} <= {c.params['ksplit'] for c in HIPMatMul(A).candidates(
+        np.float64, **HIP_OPTS) if c.family == 'cstream-ksplit'}
+    monkeypatch.setitem(cstream_ksplit.MIN_PART_COLUMNS, 'opencl', 0)
+    assert ksplits(OpenCLMatMul(A)) == {2, 4}

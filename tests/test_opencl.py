@@ -59,6 +59,8 @@ def test_every_candidate_random_operator(rng, dtype, beta, baked):
     # the k-split in passes (40 rows: passes of 16 and of 32)
     assert {'cstream-ksplit/chunk16/ksplit2',
             'cstream-ksplit/chunk32/ksplit2'} <= set(seen)
+    # four parts in passes of 16: not a row of OpenCL's table
+    assert 'cstream-ksplit/chunk16/ksplit4' not in seen
 
 
 def test_no_alignment_one_column_a_thread(rng):

@@ -13,6 +13,10 @@ and timed on a profiling queue as 1 warm-up then 5 launches, (end of the
 last - start of the first) / 5; feedback {'runtime': seconds}; a candidate
 replaces the pick only below 0.95 x its time (autotune-ifac).
 
+With --control upstream walks a second time and its second pick is timed
+against its first (control_ratio): how far two walks of one package land
+apart by chance, the yardstick for ours/upstream.
+
 Then, per operator, each package's pick is checked once against float64
 NumPy (C NaN-poisoned where beta = 0; max error relative to each element's
 scale) and both picks and a device-to-device copy moving the bytes the
@@ -81,7 +85,8 @@ FIELDS = ['op', 'm', 'k', 'nnz', 'beta', 'n', 'aligne', 'ours_variant',
           'up_pick', 'ours_us', 'up_us', 'ratio', 'ours_spread',
           'up_spread', 'copy_us', 'copy_gbps', 'ours_copy_fraction',
           'up_copy_fraction', 'ours_err', 'up_err', 'ours_walk', 'up_walk',
-          'ours_each', 'up_each', 'first_walk', 'device']
+          'ours_each', 'up_each', 'first_walk', 'control_pick',
+          'control_us', 'control_ratio', 'device']
 
 NVIDIA_DIRS = ('/usr/lib/x86_64-linux-gnu', '/usr/lib64', '/usr/lib',
                '/usr/local/nvidia/lib64', '/usr/local/cuda/lib64',
@@ -275,7 +280,7 @@ def check(dev, kern, meta, A, beta, b_host, c_host, n, ld):
 
 
 def run_op(dev, name, A, beta, n, up, repeats, nkerns, each=False,
-           up_first=False):
+           turn=0, control=False):
     from pyopencl import array as cla
     from gimmik.analysis import analyse
     from gimmik.opencl import OpenCLMatMul
@@ -289,9 +294,12 @@ def run_op(dev, name, A, beta, n, up, repeats, nkerns, each=False,
     c_host = rng.standard_normal((m, ld))
     b = cla.to_device(dev.queue, b_host)
     c = cla.to_device(dev.queue, c_host)
-    gens = (('ours', OpenCLMatMul), ('up', up.OpenCLMatMul))
-    if up_first:
-        gens = gens[::-1]
+    # the control: upstream walked a second time, its pick timed against
+    # the first's (how far two walks of one package differ by chance)
+    gens = [('ours', OpenCLMatMul), ('up', up.OpenCLMatMul)] + (
+        [('up2', up.OpenCLMatMul)] if control else [])
+    turn %= len(gens)
+    gens = gens[turn:] + gens[:turn]
     # every source of both walks built before either is timed: PyFR builds
     # each before timing it, so no build may run during a walk (under
     # background builds, of eight walked the first timed 1.39x its own
@@ -338,6 +346,10 @@ def run_op(dev, name, A, beta, n, up, repeats, nkerns, each=False,
     spread = {label: (max(t) - min(t))/med[label] for label, t in
               times.items()}
 
+    def ratio(label):
+        return (f'{med[label]/med["up"]:.4f}'
+                if label in med and 'up' in med else '')
+
     def us(label):
         return f'{med[label]*1e6:.2f}' if label in med else ''
 
@@ -348,13 +360,8 @@ def run_op(dev, name, A, beta, n, up, repeats, nkerns, each=False,
         'op': name, 'm': m, 'k': k, 'nnz': int(np.count_nonzero(A)),
         'beta': beta, 'n': n, 'aligne': aligne,
         'ours_variant': picks['ours'][1]['variant'] if picks['ours'] else '',
-        'up_pick': (picks['up'][1].get('tplname', '') +
-                    (f"/width{picks['up'][1].get('width')}"
-                     if picks['up'][1].get('width', 1) != 1 else '')
-                    if picks['up'] else ''),
-        'ours_us': us('ours'), 'up_us': us('up'),
-        'ratio': (f'{med["ours"]/med["up"]:.4f}'
-                  if 'ours' in med and 'up' in med else ''),
+        'up_pick': up_name(picks['up']),
+        'ours_us': us('ours'), 'up_us': us('up'), 'ratio': ratio('ours'),
         'ours_spread': f'{spread.get("ours", float("nan")):.3f}',
         'up_spread': f'{spread.get("up", float("nan")):.3f}',
         'copy_us': us('copy'), 'copy_gbps': f'{2*half/med["copy"]/1e9:.1f}',
@@ -370,8 +377,19 @@ def run_op(dev, name, A, beta, n, up, repeats, nkerns, each=False,
         'up_each': every(dev, walks['up'], kname, b, c, n,
                          launches) if each else '',
         'first_walk': gens[0][0],
+        'control_pick': up_name(picks.get('up2')),
+        'control_us': us('up2'), 'control_ratio': ratio('up2'),
         'device': dev.rt.device,
     }
+
+
+def up_name(pick):
+    """An upstream pick's template name, /width2 where two columns wide."""
+    if not pick:
+        return ''
+    meta = pick[1]
+    return meta.get('tplname', '') + (f"/width{meta['width']}"
+                                      if meta.get('width', 1) != 1 else '')
 
 
 def variant(meta):
@@ -427,6 +445,9 @@ def main(argv=None):
     ap.add_argument('--jobs', type=int, default=min(8, os.cpu_count() or 1))
     ap.add_argument('--each', action='store_true',
                     help="also time each walked candidate's own launches")
+    ap.add_argument('--control', action='store_true',
+                    help='walk upstream twice and time its second pick '
+                    'against its first (control_ratio: the walk\'s chance)')
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     if args.quick:
@@ -468,7 +489,8 @@ def main(argv=None):
             try:
                 # the packages walk first in turn
                 row = run_op(dev, name, A, beta, args.n, up, args.repeats,
-                             proto.nkerns, args.each, up_first=i % 2 == 1)
+                             proto.nkerns, args.each, turn=i,
+                             control=args.control)
             except Exception as e:      # one operator's failure is a row
                 row = {'op': name, 'ours_walk': f'error: {type(e).__name__}:'
                        f' {e}'[:300], 'device': dev.rt.device}
@@ -497,6 +519,12 @@ def main(argv=None):
               f'1.03: {sum(x > 1.03 for x in ratios)}; errors above {TOL}: '
               f'{bad or "none"}; {time.perf_counter() - t0:.0f} s',
               flush=True)
+    control = [float(r['control_ratio']) for r in rows
+               if r.get('control_ratio')]
+    if control:
+        print(f'control (upstream walked twice): {len(control)} operators, '
+              f'above 1.03: {sum(x > 1.03 for x in control)}, worst '
+              f'{max(control):.3f}', flush=True)
     return 0
 
 

@@ -1,7 +1,8 @@
 """bench/opencl/opencl_h200.py --quick on PoCL's CPU device, run as a
 script (upstream is loaded as gimmik_up in its own process): PyFR 3.1's
 OpenCL walk over this package's and upstream 4.0's OpenCLMatMul, both
-picks checked and timed.  Needs upstream's wheel (.whl/pyfr, or
+picks checked and timed, and upstream's second walk (--control) timed
+against its first.  Needs upstream's wheel (.whl/pyfr, or
 GIMMIK_UPSTREAM_WHEEL); skipped without it or without an OpenCL device."""
 
 import csv
@@ -40,7 +41,7 @@ def test_quick_walk(tmp_path):
         pytest.skip(str(e))
     p = run_script('--quick', '--ops', 'p1-hex-m0,p2-tet-m3', '--repeats',
                    '2', '--upstream', WHEEL, '--out', str(tmp_path),
-                   '--name', 'q')
+                   '--name', 'q', '--control')
     assert p.returncode == 0, p.stderr[-2000:]
     rows = list(csv.DictReader(open(tmp_path / 'q.csv')))
     assert [r['op'] for r in rows] == ['p1-hex-m0', 'p2-tet-m3']
@@ -56,6 +57,13 @@ def test_quick_walk(tmp_path):
                    for w in walks)
         # the pick is a candidate the walk timed
         assert r['ours_variant'] in {x.rsplit(':', 1)[0] for x in walks[0]}
+        # the control: upstream's second walk picks one of its templates,
+        # timed against its first pick
+        assert r['control_pick'].split('/')[0] in {
+            x.rsplit(':', 1)[0].split('/')[0] for x in walks[1]}
+        assert abs(float(r['control_ratio']) - float(r['control_us'])
+                   / float(r['up_us'])) < 1e-3*float(r['control_ratio']) + 1e-3
+    assert 'control (upstream walked twice): 2 operators' in p.stdout
     assert json.load(open(tmp_path / 'q-walks.json'))['rows'][0]['op'] == \
         'p1-hex-m0'
 

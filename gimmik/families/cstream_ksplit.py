@@ -21,6 +21,10 @@ CHUNKED_MAX_REGISTERS = {'cuda': 216, 'opencl': 280}
 # and prism operators of beta 1 at estimates 126-210); OpenCL on the H200 runs
 # it on square operators too (opencl-h200-walk-chunked.csv)
 CHUNKED_GATES = {'cuda': {'max_density': 0.25, 'min_width': 2}}
+# Used columns of A a part must hold on average, more than this: on the H200's
+# OpenCL a k-split of at most 2 a part was never its operator's fastest own
+# launch (0 of 89, opencl-h200-walk-{warm,quiet,staged}.csv `_each`)
+MIN_PART_COLUMNS = {'opencl': 2}
 
 
 class CstreamKsplit(Family):
@@ -32,6 +36,9 @@ class CstreamKsplit(Family):
         # passes of chunk rows: only where loads are not batched, where
         # they are more than one and inside the platform's gates
         chunk, info = params.get('chunk'), mm.info
+        if len(info.bix) <= MIN_PART_COLUMNS.get(mm.platform, 0)*params[
+                'ksplit']:
+            return None
         if chunk is None:
             return params
         gates = CHUNKED_GATES.get(mm.platform, {})
