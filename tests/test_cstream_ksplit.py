@@ -21,8 +21,8 @@ from gimmik import CUDAMatMul, HIPMatMul, OpenCLMatMul
 from gimmik.base import Candidate
 from gimmik.pyfr import PROTOCOLS, walk
 from gimmik.targets import HIP
-from gimmik.families import cstream_ksplit
-from gimmik.families.cstream_ksplit import CHUNKED_GATES, CstreamKsplit
+from gimmik.families.cstream_ksplit import (CHUNKED_GATES, MIN_PART_COLUMNS,
+                                            CstreamKsplit)
 
 OPTS = HIP_OPTS
 ROWS = [dict(ksplit=2), dict(ksplit=4), dict(ksplit=2, preload_c=True)]
@@ -302,5 +302,5 @@ def test_opencl_parts_hold_more_than_two_used_columns(rng, monkeypatch):
     assert ksplits(OpenCLMatMul(A)) == {2}
     assert {2, 4} <= {c.params['ksplit'] for c in HIPMatMul(A).candidates(
         np.float64, **HIP_OPTS) if c.family == 'cstream-ksplit'}
-    monkeypatch.setitem(cstream_ksplit.MIN_PART_COLUMNS, 'opencl', 0)
+    monkeypatch.setitem(MIN_PART_COLUMNS, 'opencl', 0)
     assert ksplits(OpenCLMatMul(A)) == {2, 4}

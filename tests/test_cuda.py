@@ -923,7 +923,7 @@ def test_warprows_estimate_capped_on_cuda(rng, monkeypatch):
     # two of the suite's operators whose builds cross the cap (random
     # sparse ones of their shapes often get no warp-rows offer at all)
     # and a random one under it
-    ops = [suite()['p4-hex-m3'], suite()['p6-hex-m3'],
+    ops = [*suite(['p4-hex-m3', 'p6-hex-m3']).values(),
            random_operator(rng, 200, 150, 0.05)]
     kept = [warprows(A) for A in ops]
     monkeypatch.setattr(BstreamWarpRows, 'max_registers', {})

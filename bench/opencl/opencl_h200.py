@@ -304,8 +304,10 @@ def run_op(dev, name, A, beta, n, up, repeats, nkerns, each=False,
     # each before timing it, so no build may run during a walk (under
     # background builds, of eight walked the first timed 1.39x its own
     # launches, the last three 1.22-1.25x: opencl-h200-walk-staged.csv)
-    srcs = [src for _, gen in gens for src in render_ahead(
-        gen, A, beta, aligne, n, ld, kname, dev.local_mem_size, nkerns)]
+    # (the control walks the generator upstream walks: its sources once)
+    srcs = [src for gen in dict.fromkeys(g for _, g in gens)
+            for src in render_ahead(gen, A, beta, aligne, n, ld, kname,
+                                    dev.local_mem_size, nkerns)]
     dev.build_ahead(srcs)
     cf.wait([dev.built[src] for src in srcs])
     # the copy moving the product's bytes: B read, C written (and read)
@@ -360,7 +362,7 @@ def run_op(dev, name, A, beta, n, up, repeats, nkerns, each=False,
         'op': name, 'm': m, 'k': k, 'nnz': int(np.count_nonzero(A)),
         'beta': beta, 'n': n, 'aligne': aligne,
         'ours_variant': picks['ours'][1]['variant'] if picks['ours'] else '',
-        'up_pick': up_name(picks['up']),
+        'up_pick': picked_name(picks['up']),
         'ours_us': us('ours'), 'up_us': us('up'), 'ratio': ratio('ours'),
         'ours_spread': f'{spread.get("ours", float("nan")):.3f}',
         'up_spread': f'{spread.get("up", float("nan")):.3f}',
@@ -377,19 +379,15 @@ def run_op(dev, name, A, beta, n, up, repeats, nkerns, each=False,
         'up_each': every(dev, walks['up'], kname, b, c, n,
                          launches) if each else '',
         'first_walk': gens[0][0],
-        'control_pick': up_name(picks.get('up2')),
+        'control_pick': picked_name(picks.get('up2')),
         'control_us': us('up2'), 'control_ratio': ratio('up2'),
         'device': dev.rt.device,
     }
 
 
-def up_name(pick):
-    """An upstream pick's template name, /width2 where two columns wide."""
-    if not pick:
-        return ''
-    meta = pick[1]
-    return meta.get('tplname', '') + (f"/width{meta['width']}"
-                                      if meta.get('width', 1) != 1 else '')
+def picked_name(pick):
+    """variant() of a walk's pick, '' where it picked nothing."""
+    return variant(pick[1]) if pick else ''
 
 
 def variant(meta):
